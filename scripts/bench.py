@@ -1,0 +1,295 @@
+#!/usr/bin/python3
+"""Immediate-checkpoint benchmark: unpatched PostgreSQL vs the patch series.
+
+Scenario "all buffers dirty": one table that fits in shared_buffers, with
+fillfactor 50 and ~1 kB rows, so that an UPDATE of a non-indexed column is a
+HOT update that dirties every heap page and nothing else.  Each run dirties
+the table, counts the dirty buffers (pg_buffercache_summary), runs CHECKPOINT
+and records:
+  - write, sync, total and sort time from the "checkpoint complete" line;
+  - the checkpointer's writes and write_bytes from pg_stat_io
+    (backend_type checkpointer, object relation, context normal).
+
+Every variant has its own cluster, loaded with identical data, and all of them
+run side by side; runs are interleaved (upstream, patched, ... , upstream,
+patched, ...) so that drift of the machine hits every variant alike.  The
+table shows medians and the patched/upstream ratio of the medians.
+
+Configuration through the environment (defaults in brackets):
+  BENCH_MB [1024]        table size in MB
+  BENCH_RUNS [5]         runs per variant and I/O mode
+  BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
+  BENCH_VARIANTS ["upstream patched patched-nosort"]
+  BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
+                         "patched:io_combine_limit=32" (';'-separated)
+"""
+
+import csv
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+WORK = os.environ["WORK"]
+OUT = os.path.join(WORK, "bench")
+MB = int(os.environ.get("BENCH_MB", "1024"))
+RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
+VARIANTS = os.environ.get("BENCH_VARIANTS", "upstream patched patched-nosort").split()
+
+# variant -> (install prefix, cluster name, extra settings)
+PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),
+          "patched": os.path.join(WORK, "inst-release")}
+BASE_PORT = 5600
+
+# ~1 kB rows, 3 per page at fillfactor 50: 8 kB page per 3 rows
+ROWS = MB * 1024 * 1024 // 8192 * 3
+
+
+def variant_install(v):
+    return PREFIX["upstream" if v == "upstream" else "patched"]
+
+
+def variant_cluster(v):
+    # patched and patched-nosort share one cluster: only a reloadable GUC differs
+    return "upstream" if v == "upstream" else "patched"
+
+
+def variant_settings(v):
+    s = {}
+    if v == "patched-nosort":
+        s["checkpoint_sort"] = "off"
+    elif v.startswith("patched"):
+        s["checkpoint_sort"] = "on"
+    for item in os.environ.get("BENCH_SETTINGS", "").split(";"):
+        if ":" in item:
+            name, kv = item.split(":", 1)
+            if name == v and "=" in kv:
+                k, val = kv.split("=", 1)
+                s[k.strip()] = val.strip()
+    return s
+
+
+class Cluster:
+    def __init__(self, name, prefix, port):
+        self.name, self.prefix, self.port = name, prefix, port
+        self.data = os.path.join(OUT, "data-" + name)
+        self.log = os.path.join(OUT, "server-" + name + ".log")
+
+    def bin(self, prog):
+        return os.path.join(self.prefix, "bin", prog)
+
+    def psql(self, sql):
+        r = subprocess.run([self.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+                            "-h", "localhost", "-p", str(self.port), "-d", "postgres",
+                            "-c", sql], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"psql on {self.name} failed: {r.stderr}")
+        return r.stdout.strip()
+
+    def pg_ctl(self, *args):
+        subprocess.run([self.bin("pg_ctl"), "-D", self.data, "-l", self.log, "-w"] + list(args),
+                       check=True, stdout=subprocess.DEVNULL)
+
+    def init(self, shared_buffers_mb):
+        if os.path.exists(self.data):
+            shutil.rmtree(self.data)
+        subprocess.run([self.bin("initdb"), "-D", self.data, "--data-checksums", "-A", "trust",
+                        "-E", "UTF8", "--locale=C.UTF-8"], check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
+            f.write(f"""
+port = {self.port}
+listen_addresses = 'localhost'
+unix_socket_directories = ''
+shared_buffers = {shared_buffers_mb}MB
+max_wal_size = 50GB
+checkpoint_timeout = 1d
+log_checkpoints = on
+autovacuum = off
+# the setup writes much WAL; none of this changes how the checkpoint writes
+wal_level = minimal
+max_wal_senders = 0
+full_page_writes = off
+synchronous_commit = off
+""")
+            f.write("include_if_exists = 'bench.conf'\n")
+
+    def set_io(self, mode):
+        with open(os.path.join(self.data, "bench.conf"), "w") as f:
+            if mode == "direct":
+                f.write("debug_io_direct = 'data'\n")
+
+    def set_variant(self, v):
+        settings = variant_settings(v)
+        # forget the settings of another variant sharing this cluster
+        self.psql("ALTER SYSTEM RESET ALL")
+        for k, val in settings.items():
+            self.psql(f"ALTER SYSTEM SET {k} = '{val}'")
+        self.psql("SELECT pg_reload_conf()")
+        # new sessions see the reloaded values once the postmaster has
+        # reloaded, which is after it has signalled the checkpointer
+        for k, val in settings.items():
+            for _ in range(100):
+                if self.psql(f"SHOW {k}") == val:
+                    break
+                time.sleep(0.05)
+            else:
+                sys.exit(f"{k} did not become {val} on {self.name}")
+
+
+LINE = re.compile(r"checkpoint complete: wrote (\d+) buffers .* write=([\d.]+) s, "
+                  r"sync=([\d.]+) s, total=([\d.]+) s(?:, sort=([\d.]+) s)?;")
+
+
+def last_complete_line(path, offset):
+    with open(path, errors="replace") as f:
+        f.seek(offset)
+        text = f.read()
+    m = None
+    for m in LINE.finditer(text):
+        pass
+    return m
+
+
+def ckpt_io(c):
+    return [int(x) for x in c.psql(
+        "SELECT coalesce(sum(writes),0), coalesce(sum(write_bytes),0) FROM pg_stat_io "
+        "WHERE backend_type = 'checkpointer' AND object = 'relation' AND context = 'normal'").split("|")]
+
+
+def one_run(c, v, mode, run, writer):
+    c.set_variant(v)
+    c.psql("UPDATE bench SET n = n + 1")
+    dirty = int(c.psql("SELECT buffers_dirty FROM pg_buffercache_summary()"))
+    done_before = int(c.psql("SELECT num_done FROM pg_stat_checkpointer"))
+    w0, b0 = ckpt_io(c)
+    offset = os.path.getsize(c.log)
+    t0 = time.monotonic()
+    c.psql("CHECKPOINT")
+    wall = time.monotonic() - t0
+    for _ in range(200):
+        if int(c.psql("SELECT num_done FROM pg_stat_checkpointer")) > done_before:
+            break
+        time.sleep(0.05)
+    w1, b1 = ckpt_io(c)
+    m = None
+    for _ in range(100):
+        m = last_complete_line(c.log, offset)
+        if m:
+            break
+        time.sleep(0.05)
+    if not m:
+        sys.exit(f"no checkpoint complete line in {c.log}")
+    row = dict(io=mode, variant=v, run=run, dirty=dirty, written=int(m.group(1)),
+               write_s=float(m.group(2)), sync_s=float(m.group(3)), total_s=float(m.group(4)),
+               sort_s=float(m.group(5)) if m.group(5) else None, wall_s=round(wall, 3),
+               writes=w1 - w0, write_bytes=b1 - b0)
+    writer.writerow(row)
+    print(f"  {mode:8} {v:15} run {run}: dirty={dirty} written={row['written']} "
+          f"write={row['write_s']:.3f}s total={row['total_s']:.3f}s "
+          f"sort={'-' if row['sort_s'] is None else '%.3f' % row['sort_s']} "
+          f"writes={row['writes']} bytes/write={row['write_bytes'] // max(row['writes'], 1)}",
+          flush=True)
+    return row
+
+
+def fio_bandwidth(directory):
+    """The device's sequential direct-write bandwidth at 8 kB and 128 kB."""
+    if not shutil.which("fio"):
+        return {}
+    res = {}
+    for bs in ("8k", "128k"):
+        r = subprocess.run(["fio", "--name=seqwrite", f"--directory={directory}", "--rw=write",
+                            f"--bs={bs}", "--size=512M", "--direct=1", "--ioengine=psync",
+                            "--iodepth=1", "--end_fsync=1", "--output-format=terse",
+                            "--terse-version=3"], capture_output=True, text=True)
+        try:
+            # terse v3: field 48 is write bandwidth in KiB/s
+            res[bs] = int(r.stdout.strip().split(";")[47]) / 1024.0
+        except (IndexError, ValueError):
+            pass
+        for f in os.listdir(directory):
+            if f.startswith("seqwrite"):
+                os.unlink(os.path.join(directory, f))
+    return res
+
+
+def med(rows, key):
+    vals = [r[key] for r in rows if r[key] is not None]
+    return statistics.median(vals) if vals else None
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    sb = MB + 256 + MB // 4
+    clusters = {}
+    for i, name in enumerate(sorted({variant_cluster(v) for v in VARIANTS})):
+        clusters[name] = Cluster(name, PREFIX[name], BASE_PORT + i)
+    print(f"immediate checkpoint, all buffers dirty: table {MB} MB ({ROWS} rows), "
+          f"shared_buffers {sb} MB, {RUNS} runs, I/O {IO_MODES}, variants {VARIANTS}")
+    print(f"machine: {os.cpu_count()} cores, {os.uname().release}; data under {OUT}")
+    for c in clusters.values():
+        c.init(sb)
+        c.pg_ctl("start")
+        c.psql("CREATE EXTENSION pg_buffercache")
+        c.psql("CREATE TABLE bench (id int, n int, filler char(1000)) WITH (fillfactor = 50)")
+        c.psql(f"INSERT INTO bench SELECT g, 0, 'x' FROM generate_series(1, {ROWS}) g")
+        c.psql("VACUUM (FREEZE) bench")
+        c.psql("CHECKPOINT")
+        c.pg_ctl("stop")
+
+    csv_path = os.path.join(OUT, "immediate.csv")
+    rows = []
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["io", "variant", "run", "dirty", "written",
+                                               "write_s", "sync_s", "total_s", "sort_s",
+                                               "wall_s", "writes", "write_bytes"])
+        writer.writeheader()
+        for mode in IO_MODES:
+            for c in clusters.values():
+                c.set_io(mode)
+                c.pg_ctl("start")
+                c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench')")
+                c.psql("CHECKPOINT")
+            for run in range(1, RUNS + 1):
+                for v in VARIANTS:
+                    rows.append(one_run(clusters[variant_cluster(v)], v, mode, run, writer))
+                    f.flush()
+            for c in clusters.values():
+                c.pg_ctl("stop")
+
+    fio = fio_bandwidth(OUT) if "direct" in IO_MODES else {}
+
+    print()
+    print(f"medians of {RUNS} runs; ratios are variant/upstream of the medians; CSV: {csv_path}")
+    hdr = (f"{'io':8} {'variant':15} {'dirty':>8} {'written':>8} {'write s':>8} {'total s':>8} "
+           f"{'sort s':>7} {'writes':>8} {'B/write':>8} {'MB/s':>7} {'write x':>8} {'total x':>8} "
+           f"{'writes x':>8}")
+    print(hdr)
+    print("-" * len(hdr))
+    for mode in IO_MODES:
+        base = [r for r in rows if r["io"] == mode and r["variant"] == "upstream"]
+        for v in VARIANTS:
+            rs = [r for r in rows if r["io"] == mode and r["variant"] == v]
+            wr, tt, so = med(rs, "write_s"), med(rs, "total_s"), med(rs, "sort_s")
+            n, b = med(rs, "writes"), med(rs, "write_bytes")
+            mbps = b / 1048576 / tt if tt else 0
+            def ratio(key):
+                if not base or not med(base, key):
+                    return "-"
+                return "%.3f" % (med(rs, key) / med(base, key))
+            print(f"{mode:8} {v:15} {med(rs, 'dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
+                  f"{wr:>8.3f} {tt:>8.3f} {'-' if so is None else '%.3f' % so:>7} {n:>8.0f} "
+                  f"{b / max(n, 1):>8.0f} {mbps:>7.0f} {ratio('write_s'):>8} {ratio('total_s'):>8} "
+                  f"{ratio('writes'):>8}")
+    if fio:
+        print()
+        print("device sequential write bandwidth (fio, direct, queue depth 1, same run): " +
+              ", ".join(f"{bs}: {bw:.0f} MB/s" for bs, bw in fio.items()))
+
+
+if __name__ == "__main__":
+    main()

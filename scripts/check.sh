@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Build the test configuration (assertions, TAP, injection points) and run
+# the upstream suites this series touches plus the series' own suite.
+# Exit status is non-zero on any failure.  Extra arguments go to meson test
+# (e.g. scripts/check.sh --suite checkpoint).
+. "$(dirname "$0")/lib.sh"
+as_builder_reexec "$@"
+
+"$TOP/scripts/build.sh" check
+build_config check
+
+SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint"
+args=()
+if [ $# -gt 0 ]; then
+  args=(--suite setup "$@")
+else
+  for s in $SUITES; do args+=(--suite "$s"); done
+fi
+
+# TAP tests and pg_regress refuse to run as root; we are the build user here.
+export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-360}
+start=$(date +%s)
+set +e
+/usr/bin/python3 /usr/bin/meson test -C "$BLD" --print-errorlogs --no-rebuild \
+  --timeout-multiplier "${MESON_TIMEOUT_MULTIPLIER:-3}" "${args[@]}" 2>&1 | tee "$WORK/check.log"
+rc=${PIPESTATUS[0]}
+set -e
+ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
+fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
+timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
+skipped=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
+echo "check took $(( $(date +%s) - start )) s; logs under $BLD/meson-logs and $BLD/testrun"
+echo "meson: ${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed, ${skipped:-0} skipped"
+if [ "$rc" != 0 ] && [ $(( ${fail:-0} + ${timeout:-0} )) = 0 ]; then
+  echo "meson test exited with $rc"
+fi
+exit "$rc"
