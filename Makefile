@@ -5,7 +5,7 @@
 
 SCRIPTS := scripts
 
-.PHONY: demo demo-stop check deps tree export build build-release upstream bench source help
+.PHONY: demo demo-stop check deps tree export build build-release upstream bench bench-spread source help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -15,6 +15,7 @@ help:
 	@echo "make build     build+install the test configuration into work/inst"
 	@echo "make upstream  build+install unpatched $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM) into work/inst-upstream"
 	@echo "make bench     immediate-checkpoint benchmark, patched vs upstream"
+	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 
 demo:
 	@bash $(SCRIPTS)/demo.sh
@@ -47,5 +48,10 @@ build-release:
 upstream:
 	@bash $(SCRIPTS)/build.sh upstream
 
-bench: deps
+bench:
+	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh
+
+bench-spread:
+	@bash $(SCRIPTS)/deps.sh --bench
+	@bash $(SCRIPTS)/bench.sh --spread

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Immediate-checkpoint benchmark: unpatched PostgreSQL vs the patch series.
 
-Scenario "all buffers dirty": one table that fits in shared_buffers, with
-fillfactor 50 and ~1 kB rows, so that an UPDATE of a non-indexed column is a
-HOT update that dirties every heap page and nothing else.  Each run dirties
-the table, counts the dirty buffers (pg_buffercache_summary), runs CHECKPOINT
-and records:
+One table that fits in shared_buffers, with fillfactor 50 and ~1 kB rows
+(3 per page), so that an UPDATE of a non-indexed column is a HOT update that
+dirties the heap pages of the rows it updates and nothing else.  Scenarios:
+  all      every page dirty ("immediate checkpoint with all buffers dirty");
+  random   a pseudo-random quarter of the pages dirty (gaps everywhere).
+Each run dirties the table, counts the dirty buffers (pg_buffercache_summary),
+runs CHECKPOINT and records:
   - write, sync, total and sort time from the "checkpoint complete" line;
   - the checkpointer's writes and write_bytes from pg_stat_io
     (backend_type checkpointer, object relation, context normal).
@@ -17,7 +19,8 @@ table shows medians and the patched/upstream ratio of the medians.
 
 Configuration through the environment (defaults in brackets):
   BENCH_MB [1024]        table size in MB
-  BENCH_RUNS [5]         runs per variant and I/O mode
+  BENCH_RUNS [3]         runs per variant, I/O mode and scenario
+  BENCH_SCENARIOS ["all random"]
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
   BENCH_VARIANTS ["upstream patched patched-nosort"]
   BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
@@ -36,7 +39,10 @@ import time
 WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench")
 MB = int(os.environ.get("BENCH_MB", "1024"))
-RUNS = int(os.environ.get("BENCH_RUNS", "5"))
+RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+SCENARIOS = os.environ.get("BENCH_SCENARIOS", "all random").split()
+DIRTY = {"all": "UPDATE bench SET n = n + 1",
+         "random": "UPDATE bench SET n = n + 1 WHERE hashint4(id / 3) % 4 = 0"}
 IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
 VARIANTS = os.environ.get("BENCH_VARIANTS", "upstream patched patched-nosort").split()
 
@@ -160,9 +166,9 @@ def ckpt_io(c):
         "WHERE backend_type = 'checkpointer' AND object = 'relation' AND context = 'normal'").split("|")]
 
 
-def one_run(c, v, mode, run, writer):
+def one_run(c, v, mode, scenario, run, writer):
     c.set_variant(v)
-    c.psql("UPDATE bench SET n = n + 1")
+    c.psql(DIRTY[scenario])
     dirty = int(c.psql("SELECT buffers_dirty FROM pg_buffercache_summary()"))
     done_before = int(c.psql("SELECT num_done FROM pg_stat_checkpointer"))
     w0, b0 = ckpt_io(c)
@@ -183,12 +189,12 @@ def one_run(c, v, mode, run, writer):
         time.sleep(0.05)
     if not m:
         sys.exit(f"no checkpoint complete line in {c.log}")
-    row = dict(io=mode, variant=v, run=run, dirty=dirty, written=int(m.group(1)),
+    row = dict(io=mode, scenario=scenario, variant=v, run=run, dirty=dirty, written=int(m.group(1)),
                write_s=float(m.group(2)), sync_s=float(m.group(3)), total_s=float(m.group(4)),
                sort_s=float(m.group(5)) if m.group(5) else None, wall_s=round(wall, 3),
                writes=w1 - w0, write_bytes=b1 - b0)
     writer.writerow(row)
-    print(f"  {mode:8} {v:15} run {run}: dirty={dirty} written={row['written']} "
+    print(f"  {mode:8} {scenario:6} {v:15} run {run}: dirty={dirty} written={row['written']} "
           f"write={row['write_s']:.3f}s total={row['total_s']:.3f}s "
           f"sort={'-' if row['sort_s'] is None else '%.3f' % row['sort_s']} "
           f"writes={row['writes']} bytes/write={row['write_bytes'] // max(row['writes'], 1)}",
@@ -235,8 +241,9 @@ def main():
         c.init(sb)
         c.pg_ctl("start")
         c.psql("CREATE EXTENSION pg_buffercache")
-        c.psql("CREATE TABLE bench (id int, n int, filler char(1000)) WITH (fillfactor = 50)")
-        c.psql(f"INSERT INTO bench SELECT g, 0, 'x' FROM generate_series(1, {ROWS}) g")
+        # one transaction: with wal_level = minimal the load skips WAL
+        c.psql("BEGIN; CREATE TABLE bench (id int, n int, filler char(1000)) WITH (fillfactor = 50); "
+               f"INSERT INTO bench SELECT g, 0, 'x' FROM generate_series(1, {ROWS}) g; COMMIT")
         c.psql("VACUUM (FREEZE) bench")
         c.psql("CHECKPOINT")
         c.pg_ctl("stop")
@@ -244,7 +251,7 @@ def main():
     csv_path = os.path.join(OUT, "immediate.csv")
     rows = []
     with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["io", "variant", "run", "dirty", "written",
+        writer = csv.DictWriter(f, fieldnames=["io", "scenario", "variant", "run", "dirty", "written",
                                                "write_s", "sync_s", "total_s", "sort_s",
                                                "wall_s", "writes", "write_bytes"])
         writer.writeheader()
@@ -254,10 +261,12 @@ def main():
                 c.pg_ctl("start")
                 c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench')")
                 c.psql("CHECKPOINT")
-            for run in range(1, RUNS + 1):
-                for v in VARIANTS:
-                    rows.append(one_run(clusters[variant_cluster(v)], v, mode, run, writer))
-                    f.flush()
+            for scenario in SCENARIOS:
+                for run in range(1, RUNS + 1):
+                    for v in VARIANTS:
+                        rows.append(one_run(clusters[variant_cluster(v)], v, mode, scenario,
+                                            run, writer))
+                        f.flush()
             for c in clusters.values():
                 c.pg_ctl("stop")
 
@@ -265,15 +274,16 @@ def main():
 
     print()
     print(f"medians of {RUNS} runs; ratios are variant/upstream of the medians; CSV: {csv_path}")
-    hdr = (f"{'io':8} {'variant':15} {'dirty':>8} {'written':>8} {'write s':>8} {'total s':>8} "
+    hdr = (f"{'io':8} {'scen.':6} {'variant':15} {'dirty':>8} {'written':>8} {'write s':>8} {'total s':>8} "
            f"{'sort s':>7} {'writes':>8} {'B/write':>8} {'MB/s':>7} {'write x':>8} {'total x':>8} "
            f"{'writes x':>8}")
     print(hdr)
     print("-" * len(hdr))
-    for mode in IO_MODES:
-        base = [r for r in rows if r["io"] == mode and r["variant"] == "upstream"]
+    for mode, scenario in [(m, sc) for m in IO_MODES for sc in SCENARIOS]:
+        sel = [r for r in rows if r["io"] == mode and r["scenario"] == scenario]
+        base = [r for r in sel if r["variant"] == "upstream"]
         for v in VARIANTS:
-            rs = [r for r in rows if r["io"] == mode and r["variant"] == v]
+            rs = [r for r in sel if r["variant"] == v]
             wr, tt, so = med(rs, "write_s"), med(rs, "total_s"), med(rs, "sort_s")
             n, b = med(rs, "writes"), med(rs, "write_bytes")
             mbps = b / 1048576 / tt if tt else 0
@@ -281,10 +291,11 @@ def main():
                 if not base or not med(base, key):
                     return "-"
                 return "%.3f" % (med(rs, key) / med(base, key))
-            print(f"{mode:8} {v:15} {med(rs, 'dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
+            print(f"{mode:8} {scenario:6} {v:15} {med(rs, 'dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
                   f"{wr:>8.3f} {tt:>8.3f} {'-' if so is None else '%.3f' % so:>7} {n:>8.0f} "
                   f"{b / max(n, 1):>8.0f} {mbps:>7.0f} {ratio('write_s'):>8} {ratio('total_s'):>8} "
                   f"{ratio('writes'):>8}")
+    print("MB/s = write_bytes / total time; 'x' columns = variant median / upstream median")
     if fio:
         print()
         print("device sequential write bandwidth (fio, direct, queue depth 1, same run): " +

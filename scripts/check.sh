@@ -9,7 +9,7 @@ as_builder_reexec "$@"
 "$TOP/scripts/build.sh" check
 build_config check
 
-SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint"
+SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint test_checkpoint"
 args=()
 if [ $# -gt 0 ]; then
   args=(--suite setup "$@")
