@@ -19,11 +19,11 @@ Output under work/bench/spread/: spread.csv (per second), summary.csv, one
 PNG per synchronous_commit setting, and a table on stdout.
 
 Environment (defaults in brackets):
-  SPREAD_SECONDS [150]     measured seconds per run
-  SPREAD_WARMUP [30]       unmeasured seconds first (a checkpoint cycle to learn from)
+  SPREAD_SECONDS [120]     measured seconds per run
+  SPREAD_WARMUP [45]       unmeasured seconds first (a checkpoint cycle to learn from)
   SPREAD_SCALE [30]        pgbench scale
   SPREAD_CLIENTS [4]
-  SPREAD_MAX_WAL [384MB]
+  SPREAD_MAX_WAL [1536MB]
   SPREAD_SYNC ["on off"]
   SPREAD_VARIANTS ["upstream linear off compensated"]
 """
@@ -41,11 +41,11 @@ from datetime import datetime
 
 WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench", "spread")
-SECONDS = int(os.environ.get("SPREAD_SECONDS", "150"))
-WARMUP = int(os.environ.get("SPREAD_WARMUP", "30"))
+SECONDS = int(os.environ.get("SPREAD_SECONDS", "120"))
+WARMUP = int(os.environ.get("SPREAD_WARMUP", "45"))
 SCALE = int(os.environ.get("SPREAD_SCALE", "30"))
 CLIENTS = int(os.environ.get("SPREAD_CLIENTS", "4"))
-MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "384MB")
+MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "1536MB")
 SYNCS = os.environ.get("SPREAD_SYNC", "on off").split()
 VARIANTS = os.environ.get("SPREAD_VARIANTS", "upstream linear off compensated").split()
 PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),

@@ -17,6 +17,12 @@ else
   for s in $SUITES; do args+=(--suite "$s"); done
 fi
 
+# The documentation must be valid DocBook (xmllint --valid against the DTD
+# from Debian's docbook-xml, no network).
+msg "validating the documentation (xmllint)"
+ninja -C "$BLD" doc/src/sgml/postgres-full.xml >"$WORK/docs-check.log" 2>&1 ||
+  { tail -30 "$WORK/docs-check.log"; die "documentation does not validate (log: $WORK/docs-check.log)"; }
+
 # TAP tests and pg_regress refuse to run as root; we are the build user here.
 export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-360}
 start=$(date +%s)
