@@ -36,6 +36,8 @@ import subprocess
 import sys
 import time
 
+import benchlib
+
 WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench")
 MB = int(os.environ.get("BENCH_MB", "1024"))
@@ -79,38 +81,12 @@ def variant_settings(v):
     return s
 
 
-class Cluster:
+class Cluster(benchlib.Cluster):
     def __init__(self, name, prefix, port):
-        self.name, self.prefix, self.port = name, prefix, port
-        self.data = os.path.join(OUT, "data-" + name)
-        self.log = os.path.join(OUT, "server-" + name + ".log")
-
-    def bin(self, prog):
-        return os.path.join(self.prefix, "bin", prog)
-
-    def psql(self, sql):
-        r = subprocess.run([self.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
-                            "-h", "localhost", "-p", str(self.port), "-d", "postgres",
-                            "-c", sql], capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"psql on {self.name} failed: {r.stderr}")
-        return r.stdout.strip()
-
-    def pg_ctl(self, *args):
-        subprocess.run([self.bin("pg_ctl"), "-D", self.data, "-l", self.log, "-w"] + list(args),
-                       check=True, stdout=subprocess.DEVNULL)
+        super().__init__(name, prefix, port, OUT)
 
     def init(self, shared_buffers_mb):
-        if os.path.exists(self.data):
-            shutil.rmtree(self.data)
-        subprocess.run([self.bin("initdb"), "-D", self.data, "--data-checksums", "-A", "trust",
-                        "-E", "UTF8", "--locale=C.UTF-8"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write(f"""
-port = {self.port}
-listen_addresses = 'localhost'
-unix_socket_directories = ''
-shared_buffers = {shared_buffers_mb}MB
+        super().init(f"""shared_buffers = {shared_buffers_mb}MB
 max_wal_size = 50GB
 checkpoint_timeout = 1d
 log_checkpoints = on
@@ -120,8 +96,8 @@ wal_level = minimal
 max_wal_senders = 0
 full_page_writes = off
 synchronous_commit = off
+include_if_exists = 'bench.conf'
 """)
-            f.write("include_if_exists = 'bench.conf'\n")
 
     def set_io(self, mode):
         with open(os.path.join(self.data, "bench.conf"), "w") as f:

@@ -20,10 +20,10 @@ PNG per synchronous_commit setting, and a table on stdout.
 
 Environment (defaults in brackets):
   SPREAD_SECONDS [120]     measured seconds per run
-  SPREAD_WARMUP [45]       unmeasured seconds first (a checkpoint cycle to learn from)
+  SPREAD_WARMUP [40]       unmeasured seconds first (a checkpoint cycle to learn from)
   SPREAD_SCALE [30]        pgbench scale
   SPREAD_CLIENTS [4]
-  SPREAD_MAX_WAL [1536MB]
+  SPREAD_MAX_WAL [640MB]
   SPREAD_SYNC ["on off"]
   SPREAD_VARIANTS ["upstream linear off compensated"]
 """
@@ -39,13 +39,15 @@ import threading
 import time
 from datetime import datetime
 
+import benchlib
+
 WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench", "spread")
 SECONDS = int(os.environ.get("SPREAD_SECONDS", "120"))
-WARMUP = int(os.environ.get("SPREAD_WARMUP", "45"))
+WARMUP = int(os.environ.get("SPREAD_WARMUP", "40"))
 SCALE = int(os.environ.get("SPREAD_SCALE", "30"))
 CLIENTS = int(os.environ.get("SPREAD_CLIENTS", "4"))
-MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "1536MB")
+MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "640MB")
 SYNCS = os.environ.get("SPREAD_SYNC", "on off").split()
 VARIANTS = os.environ.get("SPREAD_VARIANTS", "upstream linear off compensated").split()
 PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),
@@ -57,40 +59,12 @@ def cluster_of(v):
     return "upstream" if v == "upstream" else "patched"
 
 
-class Cluster:
+class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        self.name = name
-        self.prefix = PREFIX[name]
-        self.port = PORT[name]
-        self.data = os.path.join(OUT, "data-" + name)
-        self.log = os.path.join(OUT, "server-" + name + ".log")
-
-    def bin(self, p):
-        return os.path.join(self.prefix, "bin", p)
-
-    def psql(self, sql):
-        r = subprocess.run([self.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
-                            "-h", "localhost", "-p", str(self.port), "-d", "postgres", "-c", sql],
-                           capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"psql {self.name}: {r.stderr}")
-        return r.stdout.strip()
-
-    def pg_ctl(self, *a):
-        subprocess.run([self.bin("pg_ctl"), "-D", self.data, "-l", self.log, "-w"] + list(a),
-                       check=True, stdout=subprocess.DEVNULL)
+        super().__init__(name, PREFIX[name], PORT[name], OUT)
 
     def init(self):
-        if os.path.exists(self.data):
-            shutil.rmtree(self.data)
-        subprocess.run([self.bin("initdb"), "-D", self.data, "--data-checksums", "-A", "trust",
-                        "-E", "UTF8", "--locale=C.UTF-8"], check=True, stdout=subprocess.DEVNULL)
-        with open(os.path.join(self.data, "postgresql.conf"), "a") as f:
-            f.write(f"""
-port = {self.port}
-listen_addresses = 'localhost'
-unix_socket_directories = ''
-shared_buffers = 1GB
+        super().init(f"""shared_buffers = 1GB
 max_wal_size = {MAX_WAL}
 min_wal_size = 80MB
 checkpoint_timeout = 30min
@@ -129,6 +103,10 @@ def checkpoints(logfile, offset, t0, t1):
             res.append(dict(start=start, write_end=start + write, end=end, flags=cur[1],
                             buffers=int(m.group(2)), distance_kb=int(m.group(6))))
             cur = None
+    if cur:
+        # still running when the run ended: count it as writing until then
+        res.append(dict(start=cur[0], write_end=t1, end=t1, flags=cur[1], buffers=0,
+                        distance_kb=0))
     return [c for c in res if c["end"] >= t0 and c["start"] <= t1]
 
 
@@ -158,15 +136,16 @@ def run(c, variant, sync, writer, summary):
     if variant != "upstream":
         c.psql(f"ALTER SYSTEM SET checkpoint_wal_pacing = '{variant}'")
     c.psql("SELECT pg_reload_conf()")
-    env = dict(os.environ, PGHOST="localhost", PGPORT=str(c.port), PGDATABASE="postgres")
+    env = c.env()
     subprocess.run([c.bin("pgbench"), "-i", "-q", "-s", str(SCALE)], env=env, check=True,
                    capture_output=True)
     c.psql("CHECKPOINT")
     pid = int(c.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'"))
+    # from here, so that a checkpoint started during the warm-up is seen whole
+    offset = os.path.getsize(c.log)
     if WARMUP:
         subprocess.run([c.bin("pgbench"), "-M", "prepared", "-c", str(CLIENTS), "-j", "2",
                         "-T", str(WARMUP), "-n"], env=env, check=True, capture_output=True)
-    offset = os.path.getsize(c.log)
     logdir = os.path.join(OUT, f"txlog-{variant}-{sync}")
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
@@ -199,7 +178,8 @@ def run(c, variant, sync, writer, summary):
     for sec in range(1, SECONDS + 1):
         tps, lat = prog.get(sec, (0.0, 0.0))
         ts = t0 + sec - 0.5
-        rows.append(dict(variant=variant, sync=sync, second=sec, tps=tps, lat_ms=lat,
+        rows.append(dict(variant=variant, sync=sync, second=sec, epoch=round(t0 + sec, 1),
+                         tps=tps, lat_ms=lat,
                          ckpt_write_mb_s=round(wrate.get(sec, 0) / 1048576, 3),
                          in_write_phase=int(in_write(ts)),
                          in_checkpoint=int(any(k["start"] <= ts < k["end"] for k in ckpts))))
@@ -231,7 +211,7 @@ def run(c, variant, sync, writer, summary):
     tps_all = [r["tps"] for r in rows]
     s = dict(variant=variant, sync=sync,
              tps=round(statistics.mean(tps_all), 1),
-             wal_checkpoints=len(wal_ckpts),
+             wal_checkpoints=len([k for k in wal_ckpts if k["buffers"]]),
              write_rate_cov=round(statistics.pstdev(w_full) / statistics.mean(w_full), 3)
              if len(w_full) > 1 and statistics.mean(w_full) > 0 else None,
              tps_p5_over_median_in_ckpt=round(pct(tps_ck, 0.05) / statistics.median(tps_ck), 3)
@@ -250,7 +230,7 @@ def plot(sync, series):
         print("gnuplot not installed: no plots")
         return
     png = os.path.join(OUT, f"spread-sync-{sync}.png")
-    script = [f"set terminal pngcairo size 1400,{300 * len(series)} font ',9'",
+    script = [f"set terminal pngcairo noenhanced size 1400,{300 * len(series)} font ',9'",
               f"set output '{png}'",
               f"set multiplot layout {len(series)},1 title "
               f"'pgbench tps and checkpointer write rate, synchronous_commit={sync}, "
@@ -259,13 +239,15 @@ def plot(sync, series):
               "set y2tics", "set xlabel 'seconds'", "set key top left",
               "set style fill transparent solid 0.15 noborder", "set yrange [0:*]",
               "set y2range [0:*]"]
-    for variant, (rows, ckpts, t0) in series.items():
+    top = max(float(r["tps"]) for rows in series.values() for r in rows) * 1.1 or 1
+    script.append(f"set yrange [0:{top:.0f}]")
+    for variant, rows in series.items():
         dat = os.path.join(OUT, f"plot-{variant}-{sync}.dat")
         with open(dat, "w") as f:
             for r in rows:
                 f.write(f"{r['second']} {r['tps']} {r['ckpt_write_mb_s']} {r['in_write_phase']}\n")
         script.append(f"set title '{variant}'")
-        script.append(f"plot '{dat}' using 1:($4*1e9) with filledcurves y1=0 lc rgb 'orange' "
+        script.append(f"plot '{dat}' using 1:($4*{top:.0f}) with filledcurves y1=0 lc rgb 'orange' "
                       f"title 'write phase', '' using 1:2 with lines lw 1.5 lc rgb 'blue' "
                       f"title 'tps', '' using 1:3 axes x1y2 with steps lc rgb 'red' "
                       f"title 'checkpointer MB/s'")
@@ -274,7 +256,22 @@ def plot(sync, series):
     print(f"plot: {png}")
 
 
+def replot():
+    """Draw the PNGs again from spread.csv."""
+    with open(os.path.join(OUT, "spread.csv")) as f:
+        rows = list(csv.DictReader(f))
+    for sync in dict.fromkeys(r["sync"] for r in rows):
+        series = {}
+        for r in rows:
+            if r["sync"] == sync:
+                series.setdefault(r["variant"], []).append(r)
+        plot(sync, series)
+
+
 def main():
+    if sys.argv[1:] == ["--replot"]:
+        replot()
+        return
     os.makedirs(OUT, exist_ok=True)
     print(f"spread checkpoints: pgbench -M prepared -c {CLIENTS} scale {SCALE}, {SECONDS} s "
           f"(+{WARMUP} s warm-up) per run, max_wal_size {MAX_WAL}, shared_buffers 1GB; "
@@ -285,7 +282,8 @@ def main():
         c.pg_ctl("start")
     summary = []
     with open(os.path.join(OUT, "spread.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["variant", "sync", "second", "tps", "lat_ms",
+        writer = csv.DictWriter(f, fieldnames=["variant", "sync", "second", "epoch", "tps",
+                                               "lat_ms",
                                                "ckpt_write_mb_s", "in_write_phase",
                                                "in_checkpoint"])
         writer.writeheader()
@@ -294,7 +292,7 @@ def main():
             for v in VARIANTS:
                 print(f"run: {v}, synchronous_commit={sync}", flush=True)
                 rows, ckpts, t0 = run(clusters[cluster_of(v)], v, sync, writer, summary)
-                series[v] = (rows, ckpts, t0)
+                series[v] = rows
                 f.flush()
             plot(sync, series)
     for c in clusters.values():
