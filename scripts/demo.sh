@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the patched server (optimized), start a demo cluster under
-# work/demo, run a short pgbench workload and a CHECKPOINT, and show what a
-# DBA would look at.
+# work/demo, run a short pgbench workload, watch the spread checkpoint that
+# follows in pg_stat_progress_checkpoint, and show what a DBA would look at.
 . "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" = 0 ]; then "$TOP/scripts/deps.sh"; fi
 as_builder_reexec "$@"
@@ -40,15 +40,44 @@ msg "pgbench -i -s 20, then 20 s of TPC-B-like load with 4 clients"
 "$BIN/pgbench" -i -s 20 -q >"$DEMO/pgbench-init.log" 2>&1
 "${PSQL[@]}" -c "SELECT pg_stat_reset_shared('checkpointer'); SELECT pg_stat_reset_shared('io');" >/dev/null
 "$BIN/pgbench" -M prepared -c 4 -j 2 -T 20 -P 5 2>&1 | grep -E '^(progress|tps|latency average)'
-msg "CHECKPOINT"
-"${PSQL[@]}" -c CHECKPOINT
+
+# A spread (not immediate) checkpoint: a timed one, with checkpoint_timeout
+# lowered to its minimum so that it starts at once and writes for
+# checkpoint_completion_target (0.9) of 30 s.
+msg "a timed checkpoint (checkpoint_timeout = 30s), sampled from pg_stat_progress_checkpoint"
+"${PSQL[@]}" -c "ALTER SYSTEM SET checkpoint_timeout = '30s'" -c "SELECT pg_reload_conf()" >/dev/null
+# one line per phase and per tenth of the buffers written
+PROGRESS="SELECT phase || (10 * buffers_processed / greatest(buffers_total, 1)) || '|' ||
+    format('%s  %-22s [%-20s] %3s%%  %s/%s buffers, %s writes, schedule: time %s, wal %s%s',
+    to_char(clock_timestamp(), 'HH24:MI:SS'), phase,
+    repeat('#', (20 * buffers_processed / greatest(buffers_total, 1))::int),
+    100 * buffers_processed / greatest(buffers_total, 1),
+    buffers_processed, buffers_total, write_ios,
+    coalesce(round(100 * time_target) || '%', '-'), coalesce(round(100 * wal_target) || '%', '-'),
+    CASE WHEN files_to_sync > 0 THEN format(', synced %s/%s files', files_synced, files_to_sync) END)
+  FROM pg_stat_progress_checkpoint"
+seen=0 last=
+for _ in $(seq 1 300); do      # at most about 75 s
+  line=$("${PSQL[@]}" -At -c "$PROGRESS")
+  if [ -n "$line" ]; then
+    [ $seen = 1 ] || "${PSQL[@]}" -At -c "SELECT format('%s  %s started at %s (flags: %s)', to_char(clock_timestamp(), 'HH24:MI:SS'), type, to_char(start_time, 'HH24:MI:SS'), flags) FROM pg_stat_progress_checkpoint"
+    seen=1
+    [ "${line%%|*}" = "$last" ] || echo "${line#*|}"
+    last=${line%%|*}
+  elif [ $seen = 1 ]; then
+    break
+  fi
+  sleep 0.25
+done
+[ $seen = 1 ] || echo "(no checkpoint started within 75 s)"
+"${PSQL[@]}" -c "ALTER SYSTEM RESET checkpoint_timeout" -c "SELECT pg_reload_conf()" >/dev/null
 
 echo
 echo "--- checkpoint log lines ($DEMO/server.log)"
-grep -E 'checkpoint (starting|complete)' "$DEMO/server.log" | sed 's/^.*LOG:  /LOG:  /'
+grep -E 'checkpoint (starting|complete)' "$DEMO/server.log" | sed 's/^.*LOG:  /LOG:  /' | tail -4
 echo
 echo "--- pg_stat_checkpointer"
-"${PSQL[@]}" -x -c "SELECT num_timed, num_requested, num_done, write_time, sync_time, sort_time, buffers_written, stats_reset FROM pg_stat_checkpointer"
+"${PSQL[@]}" -x -c "SELECT num_timed, num_requested, num_done, write_time, sync_time, sort_time, buffers_written, write_ios, round(buffers_written::numeric / nullif(write_ios, 0), 1) AS blocks_per_write, stats_reset FROM pg_stat_checkpointer"
 echo "--- pg_stat_io, checkpointer"
 "${PSQL[@]}" -c "SELECT object, context, writes, write_bytes, round((write_bytes / nullif(writes, 0))::numeric) AS bytes_per_write, write_time, writebacks, fsyncs FROM pg_stat_io WHERE backend_type = 'checkpointer' AND (writes > 0 OR fsyncs > 0)"
 cat <<TXT
