@@ -122,8 +122,9 @@ include_if_exists = 'bench.conf'
                 sys.exit(f"{k} did not become {val} on {self.name}")
 
 
+# stock 18.6's line; the series appends "; sort=S.SSS s" at the very end
 LINE = re.compile(r"checkpoint complete: wrote (\d+) buffers .* write=([\d.]+) s, "
-                  r"sync=([\d.]+) s, total=([\d.]+) s(?:, sort=([\d.]+) s)?;")
+                  r"sync=([\d.]+) s, total=([\d.]+) s;.*?(?:; sort=([\d.]+) s)?$", re.M)
 
 
 def last_complete_line(path, offset):

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Configure (once), build and install one configuration: check | release |
-# upstream (see build_config in lib.sh).  Incremental: meson/ninja rebuild
-# only what changed, and ccache keeps recompiles cheap across trees.
+# upstream | upstream-check (see build_config in lib.sh).  Incremental:
+# meson/ninja rebuild only what changed, and ccache keeps recompiles cheap
+# across trees.
 . "$(dirname "$0")/lib.sh"
 as_builder_reexec "$@"
 cfg=${1:-check}
 build_config "$cfg"
 
 [ -d "$TREE/.git" ] || "$TOP/scripts/make-tree.sh"
-if [ "$cfg" = upstream ]; then
+if [ "$SRC" = "$UPSTREAM_SRC" ]; then
   # A pristine worktree of the upstream tag, so that upstream is built from
   # exactly the same tarball contents as the patched tree.
   if [ ! -e "$UPSTREAM_SRC/.git" ]; then

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# Build the test configuration (assertions, TAP, injection points) and run
-# the upstream suites this series touches plus the series' own suite.
-# Exit status is non-zero on any failure.  Extra arguments go to meson test
+# Build the test configuration (assertions, TAP, injection points) and the
+# same configuration of stock 18.6 (upstream-check), check that the patched
+# server keeps stock 18.6's ABI (scripts/abi.sh), and run the upstream suites
+# this series touches plus the series' own suite.  Exit status is non-zero on
+# any failure, the ABI check included.  Extra arguments go to meson test
 # (e.g. scripts/check.sh --suite checkpoint).
 . "$(dirname "$0")/lib.sh"
 as_builder_reexec "$@"
 
 "$TOP/scripts/build.sh" check
+"$TOP/scripts/build.sh" upstream-check
+build_config upstream-check
+# Mixed-version TAP tests run the stock 18.6 server from here.
+export PG_STOCK_INSTALL=$PREFIX
 build_config check
+
+# The ABI check runs before the tests, which run even when it fails (so that
+# one run reports both); its result counts in the exit status.
+abi_rc=0
+"$TOP/scripts/abi.sh" --no-build || abi_rc=$?
 
 SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint test_checkpoint"
 args=()
@@ -35,9 +46,11 @@ ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 skipped=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
+[ "$abi_rc" = 0 ] || echo "ABI check failed (report: $WORK/abi/abidiff.txt)"
 echo "check took $(( $(date +%s) - start )) s; logs under $BLD/meson-logs and $BLD/testrun"
 echo "meson: ${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed, ${skipped:-0} skipped"
 if [ "$rc" != 0 ] && [ $(( ${fail:-0} + ${timeout:-0} )) = 0 ]; then
   echo "meson test exited with $rc"
 fi
+[ "$rc" != 0 ] || rc=$abi_rc
 exit "$rc"

@@ -38,6 +38,8 @@ msg "server running on port $PORT (log: $DEMO/server.log)"
 PSQL=("$BIN/psql" -X -q -v ON_ERROR_STOP=1)
 msg "pgbench -i -s 20, then 20 s of TPC-B-like load with 4 clients"
 "$BIN/pgbench" -i -s 20 -q >"$DEMO/pgbench-init.log" 2>&1
+# the series' SQL views (pg_stat_progress_checkpoint, pg_checkpoint_stats)
+"${PSQL[@]}" -c "CREATE EXTENSION pg_checkpoint_stats" >/dev/null
 "${PSQL[@]}" -c "SELECT pg_stat_reset_shared('checkpointer'); SELECT pg_stat_reset_shared('io');" >/dev/null
 "$BIN/pgbench" -M prepared -c 4 -j 2 -T 20 -P 5 2>&1 | grep -E '^(progress|tps|latency average)'
 
@@ -77,7 +79,7 @@ echo "--- checkpoint log lines ($DEMO/server.log)"
 grep -E 'checkpoint (starting|complete)' "$DEMO/server.log" | sed 's/^.*LOG:  /LOG:  /' | tail -4
 echo
 echo "--- pg_stat_checkpointer"
-"${PSQL[@]}" -x -c "SELECT num_timed, num_requested, num_done, write_time, sync_time, sort_time, buffers_written, write_ios, round(buffers_written::numeric / nullif(write_ios, 0), 1) AS blocks_per_write, stats_reset FROM pg_stat_checkpointer"
+"${PSQL[@]}" -x -c "SELECT num_timed, num_requested, num_done, write_time, sync_time, s.sort_time, buffers_written, s.write_ios, round(buffers_written::numeric / nullif(s.write_ios, 0), 1) AS blocks_per_write, stats_reset FROM pg_stat_checkpointer, pg_checkpoint_stats s"
 echo "--- pg_stat_io, checkpointer"
 "${PSQL[@]}" -c "SELECT object, context, writes, write_bytes, round((write_bytes / nullif(writes, 0))::numeric) AS bytes_per_write, write_time, writebacks, fsyncs FROM pg_stat_io WHERE backend_type = 'checkpointer' AND (writes > 0 OR fsyncs > 0)"
 cat <<TXT

@@ -21,11 +21,18 @@ die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 # meson options.  "check" is what the tests use (assertions, TAP, injection
 # points); "release" is the optimized patched build for the demo and the
 # benchmarks; "upstream" is unpatched 18.6 with the same options as
-# "release", for side-by-side comparisons.
+# "release", for side-by-side comparisons; "upstream-check" is unpatched 18.6
+# with exactly the options of "check": the baseline for the ABI check
+# (scripts/abi.sh compares debug info built the same way) and the stock
+# server that mixed-version TAP tests run (PG_STOCK_INSTALL, see check.sh).
 build_config() {
   case "$1" in
-    check)
-      SRC=$TREE; BLD=$WORK/build; PREFIX=$WORK/inst
+    check|upstream-check)
+      if [ "$1" = check ]; then
+        SRC=$TREE; BLD=$WORK/build; PREFIX=$WORK/inst
+      else
+        SRC=$UPSTREAM_SRC; BLD=$WORK/build-upstream-check; PREFIX=$WORK/inst-upstream-check
+      fi
       MESON_OPTS="-Dbuildtype=debugoptimized -Dcassert=true -Dtap_tests=enabled -Dinjection_points=true"
       ;;
     release)
@@ -36,7 +43,7 @@ build_config() {
       SRC=$UPSTREAM_SRC; BLD=$WORK/build-upstream; PREFIX=$WORK/inst-upstream
       MESON_OPTS="-Dbuildtype=release -Dtap_tests=disabled"
       ;;
-    *) die "unknown build configuration '$1' (check, release, upstream)";;
+    *) die "unknown build configuration '$1' (check, release, upstream, upstream-check)";;
   esac
   MESON_OPTS="$MESON_OPTS -Dicu=enabled -Dlz4=enabled -Dzstd=enabled -Dreadline=enabled -Dssl=none -Dnls=disabled -Dplperl=disabled -Dplpython=disabled -Dpltcl=disabled -Ddocs=disabled -Dllvm=disabled"
 }

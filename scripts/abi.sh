@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# ABI check: the patched server must keep stock 18.6's ABI, as PostgreSQL's
+# minor-release policy requires (extensions built against 18.x must load into
+# any 18.y).  Compares the unpatched build with the patched one, both built
+# with exactly the same options and debug info ("upstream-check" and "check",
+# see build_config in lib.sh), with libabigail's abidiff (abigail-tools).
+#
+#   scripts/abi.sh                  build both if needed, compare their postgres
+#   scripts/abi.sh --no-build       compare what is installed now
+#   scripts/abi.sh BASELINE NEW     compare two given binaries (no build)
+#
+# Fails on any removed or changed function or variable, on any change to a
+# type reachable from them, and on removed symbols without debug info.
+# Additions are fine.  Full report: $WORK/abi/abidiff.txt.
+. "$(dirname "$0")/lib.sh"
+as_builder_reexec "$@"
+
+build=1
+if [ "${1:-}" = --no-build ]; then build=0; shift; fi
+if [ $# = 2 ]; then
+  base=$1; new=$2; build=0
+elif [ $# = 0 ]; then
+  build_config upstream-check; base=$PREFIX/bin/postgres
+  build_config check; new=$PREFIX/bin/postgres
+else
+  die "usage: $0 [--no-build] [BASELINE NEW]"
+fi
+command -v abidiff >/dev/null ||
+  die "abidiff not found: apt-get install abigail-tools (make check installs it as root)"
+
+if [ "$build" = 1 ]; then
+  "$TOP/scripts/build.sh" check
+  "$TOP/scripts/build.sh" upstream-check
+fi
+for f in "$base" "$new"; do
+  [ -f "$f" ] || die "$f does not exist (build it: scripts/build.sh check / upstream-check)"
+done
+
+out=$WORK/abi
+mkdir -p "$out"
+report=$out/abidiff.txt
+# Options:
+# --no-default-suppression: only our own scripts/abi.suppr applies, never a
+#   system-wide or ~/.abignore file that could hide a change.
+# --exported-interfaces-only: postgres is linked with --export-dynamic, so
+#   every non-static function and variable is an exported ELF symbol, and
+#   exported symbols are exactly what an extension can bind to.  Analysing
+#   only the types reachable from them gives the same report as the default
+#   (which first analyses every interface visible outside its translation
+#   unit) in less than half the time (about 20 s of CPU instead of 45 s).
+# --show-bytes: sizes and offsets in bytes, as in C.
+# Not used:
+# --no-unreferenced-symbols would hide "Function/Variable symbols changes"
+#   (symbols that have no debug info, e.g. from assembler); a removed one is a
+#   break, so we want them reported.
+# --non-reachable-types (-t) would also report types that no exported
+#   function or variable reaches; in a server, that is mostly executor and
+#   parser internals and local types of static functions: very slow and noisy.
+#   Structs that extensions use are reached through the functions and
+#   variables that hand them out.
+# --leaf-changes-only: its summary lines have another format; the default
+#   report shows, for each changed function or variable, the path to the
+#   changed type, which is what a reviewer needs.
+msg "comparing ABI: $base (baseline) vs $new"
+start=$(date +%s)
+set +e
+abidiff --no-default-suppression --exported-interfaces-only --show-bytes \
+  --suppressions "$TOP/scripts/abi.suppr" \
+  "$base" "$new" >"$report" 2>"$out/abidiff.stderr"
+rc=$?
+set -e
+secs=$(( $(date +%s) - start ))
+
+# abidiff's exit status is a bit field (man abidiff, libabigail 2.2):
+# 1 ABIDIFF_ERROR, 2 ABIDIFF_USAGE_ERROR (with 1), 4 ABIDIFF_ABI_CHANGE (some
+# change, possibly only additions), 8 ABIDIFF_ABI_INCOMPATIBLE_CHANGE (with
+# 4; at present only for removed symbols).  So bit 4 alone says nothing
+# about compatibility, and bit 8 misses changed types: besides the status,
+# parse the summary lines and the report's section headings.
+fail=()
+(( rc & 3 )) && fail+=("abidiff failed (exit status $rc): $(tail -3 "$out/abidiff.stderr" | tr '\n' ' ')")
+(( rc & 8 )) && fail+=("abidiff reports an incompatible change (exit status $rc)")
+
+# "Functions changes summary: 1 Removed, 2 Changed (3 filtered out), 4 Added functions"
+# "Variables changes summary: ..."; "Function symbols changes summary:
+# 1 Removed, 2 Added function symbols not referenced by debug info", and
+# "Variable symbols ..." (these two only when there are such symbols).
+summary=$(grep -E '^(Functions|Variables|Function symbols|Variable symbols) changes summary:' "$report" || true)
+while IFS= read -r line; do
+  [ -n "$line" ] || continue
+  removed=$(sed -nE 's/.*summary: ([0-9]+) Removed.*/\1/p' <<<"$line")
+  changed=$(sed -nE 's/.*, ([0-9]+) Changed.*/\1/p' <<<"$line")
+  [ -n "$removed" ] || fail+=("cannot parse: $line")
+  if [ "${removed:-0}" != 0 ] || [ "${changed:-0}" != 0 ]; then
+    fail+=("${line%%:*}: ${removed:-0} removed, ${changed:-0} changed")
+  fi
+done <<<"$summary"
+if (( rc & 4 )) && [ -z "$summary" ]; then
+  fail+=("abidiff reports a change (exit status $rc) but no summary line")
+fi
+# Every top-level line of the report must be a summary line or the heading of
+# a list of additions ("3 Added functions:", "1 Added variable:", "2 Added
+# function symbols not referenced by debug info:").  Anything else (removed
+# or changed lists, an ELF-level change such as the architecture) fails.
+other=$(grep -vE '^$|^[[:space:]]|^(Functions|Variables|Function symbols|Variable symbols) changes summary:|^[0-9]+ Added ' "$report" || true)
+[ -z "$other" ] || fail+=("report has non-addition sections: $(head -3 <<<"$other" | tr '\n' ';')")
+
+echo "abidiff $(abidiff --version | sed 's/^abidiff: //') took ${secs} s, exit status $rc"
+[ -z "$summary" ] && echo "  no ABI difference at all" || sed 's/^/  /' <<<"$summary"
+if [ ${#fail[@]} -gt 0 ]; then
+  for f in "${fail[@]}"; do echo "  FAIL: $f"; done
+  echo "---- first 80 lines of $report"
+  head -80 "$report"
+  echo "----"
+  echo "full report: $report"
+  echo "ABI check failed"
+  exit 1
+fi
+echo "full report: $report"
+echo "ABI check passed"
