@@ -4,18 +4,26 @@
 # harness refuse to run as root.
 
 SCRIPTS := scripts
+PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check deps tree export build build-release upstream bench bench-spread source help
+.PHONY: demo demo-stop check abi deps tree export build build-release upstream upstream-check bench bench-spread source help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
-	@echo "make check     build (if needed) and run the test suites"
+	@echo "make demo-stop stop the demo server"
+	@echo "make check     build (if needed), check the ABI (make abi) and run the test suites"
+	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
+	@echo "make deps      install the Debian packages for everything, benchmarks included"
+	@echo "make source    fetch and verify the pinned upstream tarball into work/src"
 	@echo "make tree      create/refresh work/postgresql from upstream + patches/"
 	@echo "make export    regenerate patches/ from work/postgresql"
 	@echo "make build     build+install the test configuration into work/inst"
-	@echo "make upstream  build+install unpatched $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM) into work/inst-upstream"
+	@echo "make build-release  build+install the optimized patched server into work/inst-release"
+	@echo "make upstream  build+install unpatched $(PG_VERSION) into work/inst-upstream"
+	@echo "make upstream-check  build+install unpatched $(PG_VERSION), test configuration, into work/inst-upstream-check"
 	@echo "make bench     immediate-checkpoint benchmark, patched vs upstream"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
+	@echo "make help      this list"
 
 demo:
 	@bash $(SCRIPTS)/demo.sh
@@ -29,6 +37,10 @@ deps:
 check:
 	@bash $(SCRIPTS)/deps.sh
 	@bash $(SCRIPTS)/check.sh
+
+abi:
+	@bash $(SCRIPTS)/deps.sh
+	@bash $(SCRIPTS)/abi.sh
 
 source:
 	@bash $(SCRIPTS)/fetch-source.sh
@@ -47,6 +59,9 @@ build-release:
 
 upstream:
 	@bash $(SCRIPTS)/build.sh upstream
+
+upstream-check:
+	@bash $(SCRIPTS)/build.sh upstream-check
 
 bench:
 	@bash $(SCRIPTS)/deps.sh --bench
