@@ -21,7 +21,8 @@ help:
 	@echo "make build-release  build+install the optimized patched server into work/inst-release"
 	@echo "make upstream  build+install unpatched $(PG_VERSION) into work/inst-upstream"
 	@echo "make upstream-check  build+install unpatched $(PG_VERSION), test configuration, into work/inst-upstream-check"
-	@echo "make bench     immediate-checkpoint benchmark, patched vs upstream"
+	@echo "make bench     immediate-checkpoint and append-heavy pgbench p99 benchmarks, patched vs upstream"
+	@echo "               (BENCH_SCENARIOS=\"all random append\" selects; see scripts/bench.py, bench_append.py)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 	@echo "make help      this list"
 
@@ -63,6 +64,9 @@ upstream:
 upstream-check:
 	@bash $(SCRIPTS)/build.sh upstream-check
 
+# bench.py (immediate checkpoints: scenarios "all", "random") then
+# bench_append.py (append-heavy pgbench, p99 in write phases: "append");
+# e.g. BENCH_SCENARIOS=append make bench runs only the latter.
 bench:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh

@@ -20,7 +20,10 @@ table shows medians and the patched/upstream ratio of the medians.
 Configuration through the environment (defaults in brackets):
   BENCH_MB [1024]        table size in MB
   BENCH_RUNS [3]         runs per variant, I/O mode and scenario
-  BENCH_SCENARIOS ["all random"]
+  BENCH_SCENARIOS ["all random append"]   scenarios of `make bench`; "append"
+                         is bench_append.py's (run after this script by
+                         bench.sh); without "all" and "random" this script
+                         does nothing
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
   BENCH_VARIANTS ["upstream patched patched-nosort"]
   BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
@@ -31,7 +34,6 @@ import csv
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -42,9 +44,9 @@ WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench")
 MB = int(os.environ.get("BENCH_MB", "1024"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
-SCENARIOS = os.environ.get("BENCH_SCENARIOS", "all random").split()
 DIRTY = {"all": "UPDATE bench SET n = n + 1",
          "random": "UPDATE bench SET n = n + 1 WHERE hashint4(id / 3) % 4 = 0"}
+SCENARIOS = [s for s in benchlib.bench_scenarios() if s in DIRTY]
 IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
 VARIANTS = os.environ.get("BENCH_VARIANTS", "upstream patched patched-nosort").split()
 
@@ -72,12 +74,7 @@ def variant_settings(v):
         s["checkpoint_sort"] = "off"
     elif v.startswith("patched"):
         s["checkpoint_sort"] = "on"
-    for item in os.environ.get("BENCH_SETTINGS", "").split(";"):
-        if ":" in item:
-            name, kv = item.split(":", 1)
-            if name == v and "=" in kv:
-                k, val = kv.split("=", 1)
-                s[k.strip()] = val.strip()
+    s.update(benchlib.env_settings(v))
     return s
 
 
@@ -201,11 +198,13 @@ def fio_bandwidth(directory):
 
 
 def med(rows, key):
-    vals = [r[key] for r in rows if r[key] is not None]
-    return statistics.median(vals) if vals else None
+    return benchlib.median_of([r[key] for r in rows])
 
 
 def main():
+    if not SCENARIOS:
+        print("immediate checkpoint: no scenario selected (BENCH_SCENARIOS), skipped")
+        return
     os.makedirs(OUT, exist_ok=True)
     sb = MB + 256 + MB // 4
     clusters = {}

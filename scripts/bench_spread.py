@@ -43,7 +43,6 @@ import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
 
 import benchlib
 
@@ -76,45 +75,8 @@ max_wal_size = {MAX_WAL}
 min_wal_size = 80MB
 checkpoint_timeout = 30min
 checkpoint_completion_target = 0.9
-log_checkpoints = on
-log_line_prefix = '%m [%p] '
 autovacuum = off
-""")
-
-
-def parse_ts(s):
-    return datetime.strptime(s[:23], "%Y-%m-%d %H:%M:%S.%f").timestamp()
-
-
-START = re.compile(r"^(\S+ \S+) \S+ \[\d+\] LOG:  checkpoint starting: (.*)$")
-DONE = re.compile(r"^(\S+ \S+) \S+ \[\d+\] LOG:  checkpoint complete: wrote (\d+) buffers.*"
-                  r"write=([\d.]+) s, sync=([\d.]+) s, total=([\d.]+) s.*distance=(\d+) kB")
-
-
-def checkpoints(logfile, offset, t0, t1):
-    """(start, write_end, end, flags, buffers, distance_kB) of checkpoints in [t0, t1]."""
-    with open(logfile, errors="replace") as f:
-        f.seek(offset)
-        lines = f.read().splitlines()
-    res, cur = [], None
-    for line in lines:
-        m = START.match(line)
-        if m:
-            cur = (parse_ts(m.group(1)), m.group(2))
-            continue
-        m = DONE.match(line)
-        if m and cur:
-            end = parse_ts(m.group(1))
-            total, write = float(m.group(5)), float(m.group(3))
-            start = end - total
-            res.append(dict(start=start, write_end=start + write, end=end, flags=cur[1],
-                            buffers=int(m.group(2)), distance_kb=int(m.group(6))))
-            cur = None
-    if cur:
-        # still running when the run ended: count it as writing until then
-        res.append(dict(start=cur[0], write_end=t1, end=t1, flags=cur[1], buffers=0,
-                        distance_kb=0))
-    return [c for c in res if c["end"] >= t0 and c["start"] <= t1]
+{benchlib.LOG_SETTINGS}""")
 
 
 def sample_writes(pid, stop, samples, pg_wal):
@@ -190,11 +152,9 @@ def run(c, variant, sync, rep, writer, summary):
         m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", line)
         if m:
             prog[int(float(m.group(1)))] = (float(m.group(2)), float(m.group(3)))
-    ckpts = checkpoints(c.log, offset, t0, t1)
+    ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
     wal_ckpts = [k for k in ckpts if "wal" in k["flags"]]
-
-    def in_write(ts):
-        return any(k["start"] <= ts < k["write_end"] for k in wal_ckpts)
+    in_write = benchlib.write_phase_test(ckpts, ("wal",))
     wrate = {int(round(ts - t0)): b for ts, b, _ in samples}
     rows = []
     for sec in range(1, SECONDS + 1):
@@ -207,24 +167,10 @@ def run(c, variant, sync, rep, writer, summary):
                          in_checkpoint=int(any(k["start"] <= ts < k["end"] for k in ckpts))))
     for r in rows:
         writer.writerow(r)
-    # transaction latencies, sampled: "client tx time_us script epoch us"
-    lat_in, lat_out = [], []
-    for fn in os.listdir(logdir):
-        with open(os.path.join(logdir, fn)) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 6:
-                    continue
-                lat_us = int(parts[2])
-                end = int(parts[4]) + int(parts[5]) / 1e6
-                (lat_in if in_write(end - lat_us / 1e6) else lat_out).append(lat_us / 1000)
+    # transaction latencies, sampled (one script)
+    lat_in, lat_out = benchlib.tx_latencies(logdir, in_write).get(0, ([], []))
     shutil.rmtree(logdir, ignore_errors=True)
-
-    def pct(vals, q):
-        if not vals:
-            return None
-        vals = sorted(vals)
-        return vals[min(len(vals) - 1, int(q * len(vals)))]
+    pct = benchlib.pct
     w = [r["ckpt_write_mb_s"] for r in rows if r["in_write_phase"]]
     # only seconds fully inside a write phase count for the write rate spread
     w_full = [r["ckpt_write_mb_s"] for r in rows
@@ -295,11 +241,6 @@ def replot():
         plot(sync, series)
 
 
-def median_of(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-
-
 def table(summary):
     """Medians over the repetitions, per synchronous_commit and variant."""
     print()
@@ -318,13 +259,13 @@ def table(summary):
                         and b["variant"] == "upstream"]
                 if base and base[0]["tps"]:
                     ratios.append(s["tps"] / base[0]["tps"])
-            m = {k: median_of([s[k] for s in runs])
+            m = {k: benchlib.median_of([s[k] for s in runs])
                  for k in ("tps", "wal_checkpoints", "write_rate_cov",
                            "tps_p5_over_median_in_ckpt", "p99_ms_in_write", "p99_ms_outside",
                            "wal_kb_per_tx", "fpi_per_tx")}
             peak = max(s["peak_distance_mb"] for s in runs)
             peak_wal = max(s["peak_pg_wal_mb"] for s in runs)
-            print(f"{sync:5} {variant:12} {fmt(m['tps'], 1):>8} {fmt(median_of(ratios)):>8} "
+            print(f"{sync:5} {variant:12} {fmt(m['tps'], 1):>8} {fmt(benchlib.median_of(ratios)):>8} "
                   f"{fmt(m['wal_checkpoints'], 0):>5} {fmt(m['write_rate_cov']):>7} "
                   f"{fmt(m['tps_p5_over_median_in_ckpt']):>7} {fmt(m['p99_ms_in_write']):>8} "
                   f"{fmt(m['p99_ms_outside']):>8} {peak:>12} {fmt(m['wal_kb_per_tx']):>9} "
