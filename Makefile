@@ -6,13 +6,14 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi deps tree export build build-release upstream upstream-check bench bench-spread source help
+.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread source help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
 	@echo "make demo-stop stop the demo server"
 	@echo "make check     build (if needed), check the ABI (make abi) and run the test suites"
 	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
+	@echo "make indent    run pgindent over the files the series changes (make check fails if it would change anything)"
 	@echo "make deps      install the Debian packages for everything, benchmarks included"
 	@echo "make source    fetch and verify the pinned upstream tarball into work/src"
 	@echo "make tree      create/refresh work/postgresql from upstream + patches/"
@@ -21,8 +22,9 @@ help:
 	@echo "make build-release  build+install the optimized patched server into work/inst-release"
 	@echo "make upstream  build+install unpatched $(PG_VERSION) into work/inst-upstream"
 	@echo "make upstream-check  build+install unpatched $(PG_VERSION), test configuration, into work/inst-upstream-check"
-	@echo "make bench     immediate-checkpoint and append-heavy pgbench p99 benchmarks, patched vs upstream"
-	@echo "               (BENCH_SCENARIOS=\"all random append\" selects; see scripts/bench.py, bench_append.py)"
+	@echo "make bench     immediate-checkpoint, append-heavy pgbench p99 and FlushBuffer-heavy pgbench"
+	@echo "               benchmarks, patched vs upstream (BENCH_SCENARIOS=\"all random append flush\""
+	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 	@echo "make help      this list"
 
@@ -42,6 +44,9 @@ check:
 abi:
 	@bash $(SCRIPTS)/deps.sh
 	@bash $(SCRIPTS)/abi.sh
+
+indent:
+	@bash $(SCRIPTS)/pgindent.sh
 
 source:
 	@bash $(SCRIPTS)/fetch-source.sh
@@ -64,9 +69,10 @@ upstream:
 upstream-check:
 	@bash $(SCRIPTS)/build.sh upstream-check
 
-# bench.py (immediate checkpoints: scenarios "all", "random") then
-# bench_append.py (append-heavy pgbench, p99 in write phases: "append");
-# e.g. BENCH_SCENARIOS=append make bench runs only the latter.
+# bench.py (immediate checkpoints: scenarios "all", "random"), then
+# bench_append.py (append-heavy pgbench, p99 in write phases: "append"), then
+# bench_flush.py (pgbench with small shared_buffers, backends and the bgwriter
+# write: "flush"); e.g. BENCH_SCENARIOS=flush make bench runs only the last.
 bench:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh

@@ -5,9 +5,21 @@ One table that fits in shared_buffers, with fillfactor 50 and ~1 kB rows
 (3 per page), so that an UPDATE of a non-indexed column is a HOT update that
 dirties the heap pages of the rows it updates and nothing else.  Scenarios:
   all      every page dirty ("immediate checkpoint with all buffers dirty");
-  random   a pseudo-random quarter of the pages dirty (gaps everywhere).
-Each run dirties the table, counts the dirty buffers (pg_buffercache_summary),
+  random   the rows of a pseudo-random quarter of the 3-row groups
+           (id / 3) updated: their groups straddle pages, so ~7/16 (44%)
+           of the pages are dirty, in runs of ~3 blocks (gaps everywhere).
+Each run first settles the table: VACUUM (FREEZE) prunes the dead row
+versions of the previous run and sets every hint bit, a SELECT count(*)
+reads every page, and a CHECKPOINT writes all of that out, so that nothing
+is dirty and nothing is left for the UPDATE's own scan to prune or hint
+(without this, the first "random" run after "all" dirtied every page).
+Then it dirties the table, counts the dirty buffers (pg_buffercache_summary),
 runs CHECKPOINT and records:
+  - the dirty buffers before the UPDATE (~0) and after it, and the expected
+    count: the table's blocks (all) or the blocks holding a row that the
+    UPDATE changes (random), counted once on the fresh table; a run whose
+    dirty count is off by more than 2% is flagged ("!") and makes the
+    script exit with status 1 after printing the table;
   - write, sync, total and sort time from the "checkpoint complete" line;
   - the checkpointer's writes and write_bytes from pg_stat_io
     (backend_type checkpointer, object relation, context normal).
@@ -20,19 +32,21 @@ table shows medians and the patched/upstream ratio of the medians.
 Configuration through the environment (defaults in brackets):
   BENCH_MB [1024]        table size in MB
   BENCH_RUNS [3]         runs per variant, I/O mode and scenario
-  BENCH_SCENARIOS ["all random append"]   scenarios of `make bench`; "append"
-                         is bench_append.py's (run after this script by
+  BENCH_SCENARIOS ["all random append flush"]   scenarios of `make bench`;
+                         "append" and "flush" are bench_append.py's and
+                         bench_flush.py's (run after this script by
                          bench.sh); without "all" and "random" this script
                          does nothing
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
   BENCH_VARIANTS ["upstream patched patched-nosort"]
   BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
                          "patched:io_combine_limit=32" (';'-separated)
+  BENCH_PORT [5600]      base port; the clusters use BENCH_PORT + 0, + 1
+Output: work/bench/immediate.csv and the table on stdout.
 """
 
 import csv
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -44,28 +58,23 @@ WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench")
 MB = int(os.environ.get("BENCH_MB", "1024"))
 RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+RANDOM = "hashint4(id / 3) % 4 = 0"
 DIRTY = {"all": "UPDATE bench SET n = n + 1",
-         "random": "UPDATE bench SET n = n + 1 WHERE hashint4(id / 3) % 4 = 0"}
+         "random": f"UPDATE bench SET n = n + 1 WHERE {RANDOM}"}
+# the blocks each scenario's UPDATE dirties, counted on the fresh table
+# (HOT updates keep every row in its block)
+EXPECTED = {"all": "SELECT pg_relation_size('bench') / 8192",
+            "random": f"SELECT count(DISTINCT (ctid::text::point)[0]) FROM bench WHERE {RANDOM}"}
+TOLERANCE = 0.02        # a run's dirty count may be off its expected count by this much
 SCENARIOS = [s for s in benchlib.bench_scenarios() if s in DIRTY]
 IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
 VARIANTS = os.environ.get("BENCH_VARIANTS", "upstream patched patched-nosort").split()
-
-# variant -> (install prefix, cluster name, extra settings)
-PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),
-          "patched": os.path.join(WORK, "inst-release")}
-BASE_PORT = 5600
+FIELDS = ["io", "scenario", "variant", "run", "dirty_before", "dirty", "expected_dirty",
+          "dirty_dev", "dirty_ok", "written", "write_s", "sync_s", "total_s", "sort_s",
+          "wall_s", "writes", "write_bytes"]
 
 # ~1 kB rows, 3 per page at fillfactor 50: 8 kB page per 3 rows
 ROWS = MB * 1024 * 1024 // 8192 * 3
-
-
-def variant_install(v):
-    return PREFIX["upstream" if v == "upstream" else "patched"]
-
-
-def variant_cluster(v):
-    # patched and patched-nosort share one cluster: only a reloadable GUC differs
-    return "upstream" if v == "upstream" else "patched"
 
 
 def variant_settings(v):
@@ -79,21 +88,21 @@ def variant_settings(v):
 
 
 class Cluster(benchlib.Cluster):
-    def __init__(self, name, prefix, port):
-        super().__init__(name, prefix, port, OUT)
+    # patched and patched-nosort share one cluster: only a reloadable GUC differs
+    def __init__(self, name, port):
+        super().__init__(name, benchlib.install_prefix(name), port, OUT)
 
     def init(self, shared_buffers_mb):
         super().init(f"""shared_buffers = {shared_buffers_mb}MB
 max_wal_size = 50GB
 checkpoint_timeout = 1d
-log_checkpoints = on
 autovacuum = off
 # the setup writes much WAL; none of this changes how the checkpoint writes
 wal_level = minimal
 max_wal_senders = 0
 full_page_writes = off
 synchronous_commit = off
-include_if_exists = 'bench.conf'
+{benchlib.LOG_SETTINGS}include_if_exists = 'bench.conf'
 """)
 
     def set_io(self, mode):
@@ -101,51 +110,40 @@ include_if_exists = 'bench.conf'
             if mode == "direct":
                 f.write("debug_io_direct = 'data'\n")
 
-    def set_variant(self, v):
-        settings = variant_settings(v)
-        # forget the settings of another variant sharing this cluster
-        self.psql("ALTER SYSTEM RESET ALL")
-        for k, val in settings.items():
-            self.psql(f"ALTER SYSTEM SET {k} = '{val}'")
-        self.psql("SELECT pg_reload_conf()")
-        # new sessions see the reloaded values once the postmaster has
-        # reloaded, which is after it has signalled the checkpointer
-        for k, val in settings.items():
-            for _ in range(100):
-                if self.psql(f"SHOW {k}") == val:
-                    break
-                time.sleep(0.05)
-            else:
-                sys.exit(f"{k} did not become {val} on {self.name}")
+    def load(self):
+        """The table, frozen and checkpointed; returns the expected dirty
+        count per scenario."""
+        self.psql("CREATE EXTENSION pg_buffercache")
+        # one transaction: with wal_level = minimal the load skips WAL
+        self.psql("BEGIN; CREATE TABLE bench (id int, n int, filler char(1000)) "
+                  "WITH (fillfactor = 50); "
+                  f"INSERT INTO bench SELECT g, 0, 'x' FROM generate_series(1, {ROWS}) g; COMMIT")
+        self.psql("VACUUM (FREEZE) bench")
+        self.psql("CHECKPOINT")
+        return {s: int(self.psql(EXPECTED[s])) for s in SCENARIOS}
+
+    def settle(self):
+        """Nothing dirty, and nothing left that a scan would prune or hint:
+        the next UPDATE dirties exactly the blocks of the rows it changes."""
+        self.psql("VACUUM (FREEZE) bench")
+        self.psql("SELECT count(*) FROM bench")
+        self.psql("CHECKPOINT")
+
+    def dirty(self):
+        return int(self.psql("SELECT buffers_dirty FROM pg_buffercache_summary()"))
+
+    def ckpt_io(self):
+        return self.io_writes(["checkpointer"])["checkpointer"]
 
 
-# stock 18.6's line; the series appends "; sort=S.SSS s" at the very end
-LINE = re.compile(r"checkpoint complete: wrote (\d+) buffers .* write=([\d.]+) s, "
-                  r"sync=([\d.]+) s, total=([\d.]+) s;.*?(?:; sort=([\d.]+) s)?$", re.M)
-
-
-def last_complete_line(path, offset):
-    with open(path, errors="replace") as f:
-        f.seek(offset)
-        text = f.read()
-    m = None
-    for m in LINE.finditer(text):
-        pass
-    return m
-
-
-def ckpt_io(c):
-    return [int(x) for x in c.psql(
-        "SELECT coalesce(sum(writes),0), coalesce(sum(write_bytes),0) FROM pg_stat_io "
-        "WHERE backend_type = 'checkpointer' AND object = 'relation' AND context = 'normal'").split("|")]
-
-
-def one_run(c, v, mode, scenario, run, writer):
-    c.set_variant(v)
+def one_run(c, v, mode, scenario, run, expected):
+    c.settle()
+    c.set_settings(variant_settings(v))
+    dirty_before = c.dirty()
     c.psql(DIRTY[scenario])
-    dirty = int(c.psql("SELECT buffers_dirty FROM pg_buffercache_summary()"))
+    dirty = c.dirty()
     done_before = int(c.psql("SELECT num_done FROM pg_stat_checkpointer"))
-    w0, b0 = ckpt_io(c)
+    w0, b0 = c.ckpt_io()
     offset = os.path.getsize(c.log)
     t0 = time.monotonic()
     c.psql("CHECKPOINT")
@@ -154,25 +152,29 @@ def one_run(c, v, mode, scenario, run, writer):
         if int(c.psql("SELECT num_done FROM pg_stat_checkpointer")) > done_before:
             break
         time.sleep(0.05)
-    w1, b1 = ckpt_io(c)
-    m = None
+    w1, b1 = c.ckpt_io()
+    done = None
     for _ in range(100):
-        m = last_complete_line(c.log, offset)
-        if m:
+        done = benchlib.last_checkpoint_complete(c.log, offset)
+        if done:
             break
         time.sleep(0.05)
-    if not m:
+    if not done:
         sys.exit(f"no checkpoint complete line in {c.log}")
-    row = dict(io=mode, scenario=scenario, variant=v, run=run, dirty=dirty, written=int(m.group(1)),
-               write_s=float(m.group(2)), sync_s=float(m.group(3)), total_s=float(m.group(4)),
-               sort_s=float(m.group(5)) if m.group(5) else None, wall_s=round(wall, 3),
-               writes=w1 - w0, write_bytes=b1 - b0)
-    writer.writerow(row)
-    print(f"  {mode:8} {scenario:6} {v:15} run {run}: dirty={dirty} written={row['written']} "
+    dev = dirty / expected - 1 if expected else 0.0
+    row = dict(io=mode, scenario=scenario, variant=v, run=run, dirty_before=dirty_before,
+               dirty=dirty, expected_dirty=expected, dirty_dev=round(dev, 4),
+               dirty_ok=int(abs(dev) <= TOLERANCE), written=done["buffers"],
+               write_s=done["write_s"], sync_s=done["sync_s"], total_s=done["total_s"],
+               sort_s=done["sort_s"], wall_s=round(wall, 3), writes=w1 - w0,
+               write_bytes=b1 - b0)
+    flag = "" if row["dirty_ok"] else f"  !! dirty off the expected count by {dev:+.1%}"
+    print(f"  {mode:8} {scenario:6} {v:15} run {run}: dirty={dirty} (expected {expected}, "
+          f"before {dirty_before}) written={row['written']} "
           f"write={row['write_s']:.3f}s total={row['total_s']:.3f}s "
-          f"sort={'-' if row['sort_s'] is None else '%.3f' % row['sort_s']} "
-          f"writes={row['writes']} bytes/write={row['write_bytes'] // max(row['writes'], 1)}",
-          flush=True)
+          f"sort={benchlib.fmt(row['sort_s'])} "
+          f"writes={row['writes']} bytes/write={row['write_bytes'] // max(row['writes'], 1)}"
+          f"{flag}", flush=True)
     return row
 
 
@@ -201,58 +203,11 @@ def med(rows, key):
     return benchlib.median_of([r[key] for r in rows])
 
 
-def main():
-    if not SCENARIOS:
-        print("immediate checkpoint: no scenario selected (BENCH_SCENARIOS), skipped")
-        return
-    os.makedirs(OUT, exist_ok=True)
-    sb = MB + 256 + MB // 4
-    clusters = {}
-    for i, name in enumerate(sorted({variant_cluster(v) for v in VARIANTS})):
-        clusters[name] = Cluster(name, PREFIX[name], BASE_PORT + i)
-    print(f"immediate checkpoint, all buffers dirty: table {MB} MB ({ROWS} rows), "
-          f"shared_buffers {sb} MB, {RUNS} runs, I/O {IO_MODES}, variants {VARIANTS}")
-    print(f"machine: {os.cpu_count()} cores, {os.uname().release}; data under {OUT}")
-    for c in clusters.values():
-        c.init(sb)
-        c.pg_ctl("start")
-        c.psql("CREATE EXTENSION pg_buffercache")
-        # one transaction: with wal_level = minimal the load skips WAL
-        c.psql("BEGIN; CREATE TABLE bench (id int, n int, filler char(1000)) WITH (fillfactor = 50); "
-               f"INSERT INTO bench SELECT g, 0, 'x' FROM generate_series(1, {ROWS}) g; COMMIT")
-        c.psql("VACUUM (FREEZE) bench")
-        c.psql("CHECKPOINT")
-        c.pg_ctl("stop")
-
-    csv_path = os.path.join(OUT, "immediate.csv")
-    rows = []
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["io", "scenario", "variant", "run", "dirty", "written",
-                                               "write_s", "sync_s", "total_s", "sort_s",
-                                               "wall_s", "writes", "write_bytes"])
-        writer.writeheader()
-        for mode in IO_MODES:
-            for c in clusters.values():
-                c.set_io(mode)
-                c.pg_ctl("start")
-                c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench')")
-                c.psql("CHECKPOINT")
-            for scenario in SCENARIOS:
-                for run in range(1, RUNS + 1):
-                    for v in VARIANTS:
-                        rows.append(one_run(clusters[variant_cluster(v)], v, mode, scenario,
-                                            run, writer))
-                        f.flush()
-            for c in clusters.values():
-                c.pg_ctl("stop")
-
-    fio = fio_bandwidth(OUT) if "direct" in IO_MODES else {}
-
-    print()
+def table(rows, csv_path):
     print(f"medians of {RUNS} runs; ratios are variant/upstream of the medians; CSV: {csv_path}")
-    hdr = (f"{'io':8} {'scen.':6} {'variant':15} {'dirty':>8} {'written':>8} {'write s':>8} {'total s':>8} "
-           f"{'sort s':>7} {'writes':>8} {'B/write':>8} {'MB/s':>7} {'write x':>8} {'total x':>8} "
-           f"{'writes x':>8}")
+    hdr = (f"{'io':8} {'scen.':6} {'variant':15} {'dirty':>9} {'expected':>8} {'written':>8} "
+           f"{'write s':>8} {'total s':>8} {'sort s':>7} {'writes':>8} {'B/write':>8} "
+           f"{'MB/s':>7} {'write x':>8} {'total x':>8} {'writes x':>8}")
     print(hdr)
     print("-" * len(hdr))
     for mode, scenario in [(m, sc) for m in IO_MODES for sc in SCENARIOS]:
@@ -263,19 +218,78 @@ def main():
             wr, tt, so = med(rs, "write_s"), med(rs, "total_s"), med(rs, "sort_s")
             n, b = med(rs, "writes"), med(rs, "write_bytes")
             mbps = b / 1048576 / tt if tt else 0
-            def ratio(key):
-                if not base or not med(base, key):
-                    return "-"
-                return "%.3f" % (med(rs, key) / med(base, key))
-            print(f"{mode:8} {scenario:6} {v:15} {med(rs, 'dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
-                  f"{wr:>8.3f} {tt:>8.3f} {'-' if so is None else '%.3f' % so:>7} {n:>8.0f} "
-                  f"{b / max(n, 1):>8.0f} {mbps:>7.0f} {ratio('write_s'):>8} {ratio('total_s'):>8} "
-                  f"{ratio('writes'):>8}")
-    print("MB/s = write_bytes / total time; 'x' columns = variant median / upstream median")
+            flag = "" if all(r["dirty_ok"] for r in rs) else "!"
+
+            def x(key):
+                return benchlib.fmt(benchlib.ratio(med(rs, key), med(base, key) if base else None))
+            print(f"{mode:8} {scenario:6} {v:15} {med(rs, 'dirty'):>8.0f}{flag:1} "
+                  f"{med(rs, 'expected_dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
+                  f"{wr:>8.3f} {tt:>8.3f} {benchlib.fmt(so):>7} {n:>8.0f} "
+                  f"{b / max(n, 1):>8.0f} {mbps:>7.0f} {x('write_s'):>8} {x('total_s'):>8} "
+                  f"{x('writes'):>8}")
+    print(f"dirty = dirty buffers before the CHECKPOINT, expected = the table's blocks (all) or "
+          f"those holding an updated row (random), ! = a run off expected by more than "
+          f"{TOLERANCE:.0%}; MB/s = write_bytes / total time; 'x' columns = variant median / "
+          f"upstream median")
+
+
+def main():
+    if not SCENARIOS:
+        print("immediate checkpoint: no scenario selected (BENCH_SCENARIOS), skipped")
+        return
+    os.makedirs(OUT, exist_ok=True)
+    sb = MB + 256 + MB // 4
+    clusters = {}
+    for i, name in enumerate(sorted({benchlib.cluster_of(v) for v in VARIANTS})):
+        clusters[name] = Cluster(name, benchlib.port("immediate", i))
+    print(f"immediate checkpoint: table {MB} MB ({ROWS} rows), shared_buffers {sb} MB, "
+          f"{RUNS} runs, I/O {IO_MODES}, scenarios {SCENARIOS}, variants {VARIANTS}")
+    print(f"machine: {benchlib.machine()}; data under {OUT}")
+    expected = {}
+    for c in clusters.values():
+        c.init(sb)
+        c.pg_ctl("start")
+        expected[c.name] = c.load()
+        c.pg_ctl("stop")
+    if len({tuple(e.items()) for e in expected.values()}) != 1:
+        sys.exit(f"the clusters' tables differ: expected dirty counts {expected}")
+    expected = next(iter(expected.values()))
+    print(f"expected dirty buffers per run: {expected}")
+
+    csv_path = os.path.join(OUT, "immediate.csv")
+    rows = []
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        for mode in IO_MODES:
+            for c in clusters.values():
+                c.set_io(mode)
+                c.pg_ctl("start")
+                c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench')")
+            for scenario in SCENARIOS:
+                for run in range(1, RUNS + 1):
+                    for v in VARIANTS:
+                        rows.append(one_run(clusters[benchlib.cluster_of(v)], v, mode,
+                                            scenario, run, expected[scenario]))
+                        writer.writerow(rows[-1])
+                        f.flush()
+            for c in clusters.values():
+                c.pg_ctl("stop")
+
+    fio = fio_bandwidth(OUT) if "direct" in IO_MODES else {}
+
+    print()
+    table(rows, csv_path)
     if fio:
         print()
         print("device sequential write bandwidth (fio, direct, queue depth 1, same run): " +
               ", ".join(f"{bs}: {bw:.0f} MB/s" for bs, bw in fio.items()))
+    off = [r for r in rows if not r["dirty_ok"]]
+    if off:
+        sys.exit(f"ERROR: {len(off)} run(s) dirtied not the expected number of buffers "
+                 f"(more than {TOLERANCE:.0%} off; '!' above, dirty_ok = 0 in {csv_path}): " +
+                 ", ".join(f"{r['io']}/{r['scenario']}/{r['variant']} run {r['run']}: "
+                           f"{r['dirty']} vs {r['expected_dirty']}" for r in off))
 
 
 if __name__ == "__main__":

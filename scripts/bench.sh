@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Build unpatched upstream and the patched release build from the same
-# tarball, then run on both the immediate-checkpoint benchmark (bench.py) and
-# the append-heavy pgbench p99 benchmark (bench_append.py); BENCH_SCENARIOS
-# selects among "all random" (bench.py) and "append" (bench_append.py).
+# tarball, then run on both the immediate-checkpoint benchmark (bench.py),
+# the append-heavy pgbench p99 benchmark (bench_append.py) and the
+# FlushBuffer-heavy pgbench benchmark (bench_flush.py); BENCH_SCENARIOS
+# selects among "all random" (bench.py), "append" (bench_append.py) and
+# "flush" (bench_flush.py).  A benchmark that fails does not keep the
+# others from running; the script then exits with its status.
 # With --spread: the spread-checkpoint pacing benchmark (bench_spread.py).
 . "$(dirname "$0")/lib.sh"
 as_builder_reexec "$@"
@@ -13,5 +16,8 @@ if [ "${1:-}" = "--spread" ]; then
   shift
   exec /usr/bin/python3 "$TOP/scripts/bench_spread.py" "$@"
 fi
-/usr/bin/python3 "$TOP/scripts/bench.py" "$@"
-exec /usr/bin/python3 "$TOP/scripts/bench_append.py"
+rc=0
+/usr/bin/python3 "$TOP/scripts/bench.py" "$@" || rc=$?
+/usr/bin/python3 "$TOP/scripts/bench_append.py" || rc=$?
+/usr/bin/python3 "$TOP/scripts/bench_flush.py" || rc=$?
+exit $rc

@@ -19,7 +19,7 @@ autovacuum off, and a small checkpoint_timeout / max_wal_size so that every
 run holds several checkpoints, spread (checkpoint_completion_target 0.9);
 the patched server keeps its default pacing (checkpoint_wal_pacing).
 
-Each variant has its own cluster (ports 5620, 5621, ...), with the same
+Each variant has its own cluster (ports BENCH_PORT + 20, + 21, ...), with the same
 settings; only one server runs at a time.  Runs are interleaved (upstream,
 patched, upstream, patched, ...).  A run: start the server, pgbench -i,
 create bench_append, pg_prewarm, CHECKPOINT, BENCH_APPEND_WARMUP seconds of
@@ -66,13 +66,12 @@ does BENCH_APPEND_RUNS=0.  Environment (defaults in brackets):
                                 work/inst-release with its BENCH_SETTINGS
   BENCH_SETTINGS                extra settings per variant, as for bench.py,
                                 e.g. "patched:io_combine_limit=1"
+  BENCH_PORT [5600]             base port (this script: + 20, + 21, ...)
 Default: 3 runs x 2 variants, about 9 minutes in all.  With --table (and
 WORK set): print the table again from work/bench/append.csv.
 """
 
-import csv
 import os
-import re
 import resource
 import shutil
 import signal
@@ -82,6 +81,7 @@ import threading
 import time
 
 import benchlib
+from benchlib import fmt, ratio
 
 WORK = os.environ["WORK"]
 BENCH = os.path.join(WORK, "bench")
@@ -99,9 +99,6 @@ SYNC = os.environ.get("BENCH_APPEND_SYNC", "off")
 IO = os.environ.get("BENCH_APPEND_IO", "buffered")
 SAMPLING = os.environ.get("BENCH_APPEND_SAMPLING", "1")
 VARIANTS = os.environ.get("BENCH_APPEND_VARIANTS", "upstream patched").split()
-PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),
-          "patched": os.path.join(WORK, "inst-release")}
-BASE_PORT = 5620
 TARGET = 1.05
 # checkpoints whose write phases count: triggered by WAL volume or by time
 KINDS = ("wal", "time")
@@ -119,10 +116,9 @@ CREATE EXTENSION IF NOT EXISTS pg_prewarm;
 SELECT sum(pg_prewarm(c)) FROM unnest(ARRAY['pgbench_accounts', 'pgbench_accounts_pkey',
   'pgbench_branches', 'pgbench_tellers', 'pgbench_branches_pkey', 'pgbench_tellers_pkey']::regclass[]) c;
 """
-# buffers written (pg_stat_io write_bytes) by the processes that are not the
-# checkpointer: with the data in shared_buffers this stays near 0
-OTHER_WRITES = ("SELECT coalesce(sum(write_bytes), 0)::bigint / 8192 FROM pg_stat_io "
-                "WHERE object = 'relation' AND backend_type IN ('client backend', 'background writer')")
+# the processes that are not the checkpointer: with the data in
+# shared_buffers, the buffers they write (pg_stat_io) stay near 0
+OTHER_WRITERS = ("client backend", "background writer")
 SAMPLE = ("SELECT extract(epoch FROM clock_timestamp()), "
           "count(*) FILTER (WHERE wait_event = 'BufferContent') FROM pg_stat_activity "
           "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() \\watch 0.1\n")
@@ -133,16 +129,12 @@ FIELDS = ["run", "variant", "tps", "transactions", "checkpoints", "write_phase_s
           "other_writes", "cpu_share", "other_cpu_share"]
 
 
-def install(v):
-    return PREFIX["upstream" if v == "upstream" else "patched"]
-
-
 class Cluster(benchlib.Cluster):
     def __init__(self, v, port):
-        super().__init__(v, install(v), port, OUT)
+        super().__init__(v, benchlib.install_prefix(v), port, OUT)
 
     def init(self):
-        extra = "".join(f"{k} = '{val}'\n" for k, val in benchlib.env_settings(self.name).items())
+        extra = benchlib.settings_conf(self.name)
         if IO == "direct":
             extra = "debug_io_direct = 'data'\n" + extra
         super().init(f"""shared_buffers = 1GB
@@ -154,12 +146,9 @@ synchronous_commit = {SYNC}
 autovacuum = off
 {benchlib.LOG_SETTINGS}{extra}""")
 
-    def pgbench(self, *args):
-        r = subprocess.run([self.bin("pgbench")] + list(args), env=self.env(),
-                           capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(f"pgbench on {self.name} failed: {r.stderr[-2000:]}")
-        return r.stdout
+    def other_writes(self):
+        """Buffers written by OTHER_WRITERS so far, in all I/O contexts."""
+        return sum(b for _, b in self.io_writes(OTHER_WRITERS, context=None).values()) // 8192
 
 
 class WaitSampler:
@@ -209,10 +198,6 @@ def machine_busy():
     return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def round_or_none(v, digits=3):
-    return None if v is None else round(v, digits)
-
-
 def one_run(c, rep):
     c.pg_ctl("start")
     try:
@@ -231,13 +216,13 @@ def one_run(c, rep):
         logdir = os.path.join(OUT, "txlog-" + c.name)
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
-        other0 = int(c.psql(OTHER_WRITES))
+        other0 = c.other_writes()
         cpu0, busy0 = c.cpu_seconds() + client_cpu(), machine_busy()
         sampler = WaitSampler(c)
         t0 = time.time()
         try:
             out = c.pgbench(*common, "-T", str(SECONDS), "-l", "--sampling-rate", SAMPLING,
-                            "--log-prefix", os.path.join(logdir, "tx"))
+                            "--log-prefix", os.path.join(logdir, "tx")).stdout
         finally:
             t1 = time.time()
             samples = sampler.stop()
@@ -245,47 +230,36 @@ def one_run(c, rep):
         cpu_share = (c.cpu_seconds() + client_cpu() - cpu0) / (t1 - t0) / ncpu
         busy_share = (machine_busy() - busy0) / (t1 - t0) / ncpu
         time.sleep(1.5)     # backends' I/O statistics reach pg_stat_io within a second
-        other = int(c.psql(OTHER_WRITES)) - other0
+        other = c.other_writes() - other0
     finally:
         c.pg_ctl("stop")
-    ckpts = [k for k in benchlib.checkpoints(c.log, offset, t0, t1)
-             if set(k["flags"].split()) & set(KINDS)]
+    ckpts = benchlib.of_kinds(benchlib.checkpoints(c.log, offset, t0, t1), KINDS)
     in_write = benchlib.write_phase_test(ckpts, KINDS)
     lat = benchlib.tx_latencies(logdir, in_write)
     lat_in = [x for pair in lat.values() for x in pair[0]]
     lat_out = [x for pair in lat.values() for x in pair[1]]
     waits = ([w for ts, w in samples if in_write(ts)], [w for ts, w in samples if not in_write(ts)])
-    m = re.search(r"tps = ([\d.]+)", out)
-    n = re.search(r"number of transactions actually processed: (\d+)", out)
-    row = dict(run=rep, variant=c.name, tps=float(m.group(1)) if m else None,
-               transactions=int(n.group(1)) if n else None, checkpoints=len(ckpts),
+    pgb = benchlib.pgbench_summary(out)
+    row = dict(run=rep, variant=c.name, tps=pgb["tps"],
+               transactions=pgb["transactions"], checkpoints=len(ckpts),
                write_phase_s=round(sum(max(0, min(k["write_end"], t1) - max(k["start"], t0))
                                        for k in ckpts), 1),
                p99_ms_in_write=benchlib.pct(lat_in, 0.99),
                p99_ms_outside=benchlib.pct(lat_out, 0.99),
                tx_in_write=len(lat_in), tx_outside=len(lat_out),
-               bufcontent_waits_per_sample_in_write=round_or_none(
+               bufcontent_waits_per_sample_in_write=benchlib.round_or_none(
                    sum(waits[0]) / len(waits[0]) if waits[0] else None),
-               bufcontent_waits_per_sample_outside=round_or_none(
+               bufcontent_waits_per_sample_outside=benchlib.round_or_none(
                    sum(waits[1]) / len(waits[1]) if waits[1] else None),
                other_writes=other, cpu_share=round(cpu_share, 3),
                other_cpu_share=round(max(0, busy_share - cpu_share), 3))
     for num, name in SCRIPTS.items():
         row[f"p99_ms_{name}_in_write"] = benchlib.pct(lat.get(num, ([], []))[0], 0.99)
     # the write phases' own effect: other load on the machine hits both alike
-    row["p99_in_write_over_outside"] = round_or_none(ratio(row["p99_ms_in_write"],
+    row["p99_in_write_over_outside"] = benchlib.round_or_none(ratio(row["p99_ms_in_write"],
                                                            row["p99_ms_outside"]))
-    print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("run", "variant")),
-          flush=True)
+    benchlib.print_run(row)
     return row
-
-
-def fmt(v, d=3):
-    return "-" if v is None else f"{v:.{d}f}"
-
-
-def ratio(a, b):
-    return a / b if a is not None and b else None
 
 
 def table(rows, header):
@@ -328,8 +302,7 @@ def table(rows, header):
         for k, what in ((key, "all transactions"), ("p99_ms_insert_in_write", "INSERT script"),
                         ("p99_in_write_over_outside", "all, / p99 outside in the same run")):
             r = ratio(med[v][k], base[k])
-            per_run = [ratio(x[k], y[k]) for x in rows for y in rows if x["run"] == y["run"]
-                       and x["variant"] == v and y["variant"] == "upstream"]
+            per_run = benchlib.paired_ratios(rows, v, k)
             verdict = "-" if r is None else ("met" if r <= TARGET else "NOT met")
             lines.append(f"{v}/upstream, p99 in write phases, {what}: ratio of the medians "
                          f"{fmt(r)} (target <= {TARGET}: {verdict}); per run "
@@ -349,15 +322,10 @@ def table(rows, header):
 
 
 def read_csv(path):
-    rows = []
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            for k, v in r.items():
-                if k != "variant":
-                    r[k] = None if v == "" else (int(v) if k == "run" else float(v))
-            if "p99_in_write_over_outside" not in r:     # a CSV of an older version
-                r["p99_in_write_over_outside"] = ratio(r["p99_ms_in_write"], r["p99_ms_outside"])
-            rows.append(r)
+    rows = benchlib.read_csv(path)
+    for r in rows:
+        if "p99_in_write_over_outside" not in r:     # a CSV of an older version
+            r["p99_in_write_over_outside"] = ratio(r["p99_ms_in_write"], r["p99_ms_outside"])
     return rows
 
 
@@ -371,42 +339,19 @@ def main():
         return
     if IO not in ("buffered", "direct"):
         sys.exit(f"BENCH_APPEND_IO: buffered or direct, not {IO}")
-    if len(set(VARIANTS)) != len(VARIANTS):
-        sys.exit(f"BENCH_APPEND_VARIANTS: a variant is named twice: {VARIANTS}")
-    # SIGTERM ends like ^C: the finally clauses stop the servers
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    benchlib.check_variants(VARIANTS, "BENCH_APPEND_VARIANTS")
     os.makedirs(OUT, exist_ok=True)
     header = (f"append-heavy pgbench: simple-update (-N) + INSERT into bench_append (index on "
               f"{BUCKETS} buckets), -M prepared -c {CLIENTS} -j {JOBS}, scale {SCALE}, "
               f"{SECONDS} s (+{WARMUP} s warm-up) per run, {RUNS} runs interleaved, "
               f"shared_buffers 1GB, max_wal_size {MAX_WAL}, checkpoint_timeout {TIMEOUT}, "
               f"synchronous_commit {SYNC}, {IO} I/O, log sampling {SAMPLING}; "
-              f"machine: {os.cpu_count()} cores, {os.uname().release}")
+              f"machine: {benchlib.machine()}")
     print(header, flush=True)
-    clusters = {v: Cluster(v, BASE_PORT + i) for i, v in enumerate(VARIANTS)}
-    rows = []
+    clusters = [Cluster(v, benchlib.port("append", i)) for i, v in enumerate(VARIANTS)]
     start = time.monotonic()
-    try:
-        for c in clusters.values():
-            c.stop_if_running()     # left over from an interrupted run
-            c.init()
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            writer.writeheader()
-            for rep in range(1, RUNS + 1):
-                for v in VARIANTS:
-                    print(f"run {rep}: {v}", flush=True)
-                    rows.append(one_run(clusters[v], rep))
-                    writer.writerow(rows[-1])
-                    f.flush()
-    finally:
-        for c in clusters.values():
-            c.stop_if_running()
-    text = table(rows, header) + f"\ntotal time {time.monotonic() - start:.0f} s; CSV: {csv_path}\n"
-    print()
-    print(text, end="")
-    with open(os.path.join(BENCH, "append.txt"), "w") as f:
-        f.write(text)
+    rows = benchlib.run_interleaved(clusters, RUNS, one_run, csv_path, FIELDS)
+    benchlib.report(table(rows, header), start, csv_path, os.path.join(BENCH, "append.txt"))
 
 
 if __name__ == "__main__":

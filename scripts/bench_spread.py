@@ -19,9 +19,21 @@ from the server log the checkpoints' start, write phase and end.  Sampled
 transaction latencies (pgbench -l --sampling-rate) give p99 inside and
 outside the write phases.
 
+Front-load ratio: for each complete write phase of a WAL-triggered
+checkpoint (inside the measured window, at least 8 s long), the
+checkpointer's mean write rate over the first quarter of the phase / over
+its second half, from the per-second write rates (each second weighted by
+its overlap with the window).  1 = evenly spread, > 1 = front-loaded,
+< 1 = back-loaded.  Per run: the median over the run's phases; per variant
+and synchronous_commit setting: the median of the runs' medians (each run
+counts once, whatever its number of phases).
+
 Output under work/bench/spread/: spread.csv (per second), summary.csv (per
-run), one PNG per synchronous_commit setting (the first repetition), and a
-table on stdout.
+run), phases.csv (per rated write phase: start and length, mean rate of the
+first quarter and of the second half, front-load ratio), one PNG per
+synchronous_commit setting (the first repetition; each panel titled with
+its run's front-load ratio), and a table on stdout.  --table prints the
+table again from summary.csv, --replot draws the PNGs again.
 
 Environment (defaults in brackets):
   SPREAD_RUNS [3]          repetitions of every variant and setting
@@ -32,6 +44,8 @@ Environment (defaults in brackets):
   SPREAD_MAX_WAL [640MB]
   SPREAD_SYNC ["on off"]
   SPREAD_VARIANTS ["upstream linear off compensated"]
+  BENCH_PORT [5600]        base port: upstream runs on BENCH_PORT + 10, the
+                           patched server on BENCH_PORT + 11
 """
 
 import csv
@@ -45,6 +59,7 @@ import threading
 import time
 
 import benchlib
+from benchlib import fmt
 
 WORK = os.environ["WORK"]
 OUT = os.path.join(WORK, "bench", "spread")
@@ -56,18 +71,19 @@ CLIENTS = int(os.environ.get("SPREAD_CLIENTS", "4"))
 MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "640MB")
 SYNCS = os.environ.get("SPREAD_SYNC", "on off").split()
 VARIANTS = os.environ.get("SPREAD_VARIANTS", "upstream linear off compensated").split()
-PREFIX = {"upstream": os.path.join(WORK, "inst-upstream"),
-          "patched": os.path.join(WORK, "inst-release")}
-PORT = {"upstream": 5610, "patched": 5611}
-
-
-def cluster_of(v):
-    return "upstream" if v == "upstream" else "patched"
+KINDS = ("wal",)        # the checkpoints whose write phases count
+FRONT_MIN_S = 8         # shorter write phases get no front-load ratio
+PGBENCH = ["-M", "prepared", "-c", str(CLIENTS), "-j", "2", "-n"]
+SECOND_FIELDS = ["run", "variant", "sync", "second", "epoch", "tps", "lat_ms",
+                 "ckpt_write_mb_s", "in_write_phase", "in_checkpoint"]
+PHASE_FIELDS = ["run", "variant", "sync", "start_s", "write_s", "q1_mb_s", "h2_mb_s",
+                "front_load"]
 
 
 class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        super().__init__(name, PREFIX[name], PORT[name], OUT)
+        super().__init__(name, benchlib.install_prefix(name),
+                         benchlib.port("spread", 0 if name == "upstream" else 1), OUT)
 
     def init(self):
         super().init(f"""shared_buffers = 1GB
@@ -78,84 +94,113 @@ checkpoint_completion_target = 0.9
 autovacuum = off
 {benchlib.LOG_SETTINGS}""")
 
+    def configure(self, variant, sync):
+        settings = {"synchronous_commit": sync}
+        if variant != "upstream":
+            settings["checkpoint_wal_pacing"] = variant
+        self.set_settings(settings)
 
-def sample_writes(pid, stop, samples, pg_wal):
-    """Per-second write syscall bytes of the checkpointer, and the size of
-    pg_wal (segment files, in MB): what a DBA's disk has to hold."""
-    path = f"/proc/{pid}/io"
+    def wal_stats(self):
+        """(WAL bytes, full-page images) so far, from pg_stat_wal."""
+        b, fpi = self.psql("SELECT wal_bytes || ' ' || wal_fpi FROM pg_stat_wal").split()
+        return float(b), int(fpi)
 
-    def wal_mb():
+    def checkpointer_pid(self):
+        return int(self.psql("SELECT pid FROM pg_stat_activity "
+                             "WHERE backend_type = 'checkpointer'"))
+
+
+class WriteSampler:
+    """A thread sampling, every second, the write syscall bytes of the
+    checkpointer (/proc/PID/io wchar: exact and not delayed like the
+    statistics) and the size of pg_wal (segment files, in MB: what a DBA's
+    disk has to hold).  samples: (epoch, bytes in the last second, MB)."""
+
+    def __init__(self, pid, pg_wal):
+        self.path, self.pg_wal = f"/proc/{pid}/io", pg_wal
+        self.samples, self.stop_ev = [], threading.Event()
+        self.th = threading.Thread(target=self.loop)
+        self.th.start()
+
+    def wal_mb(self):
         try:
-            return sum(os.path.getsize(os.path.join(pg_wal, n)) for n in os.listdir(pg_wal)
-                       if len(n) == 24) / 1048576
+            return sum(os.path.getsize(os.path.join(self.pg_wal, n))
+                       for n in os.listdir(self.pg_wal) if len(n) == 24) / 1048576
         except OSError:     # a segment removed or renamed under us: skip it
             return 0
 
-    def wchar():
-        with open(path) as f:
+    def wchar(self):
+        with open(self.path) as f:
             for line in f:
                 if line.startswith("wchar:"):
                     return int(line.split()[1])
         return 0
-    last = wchar()
-    nxt = time.time() + 1
-    while not stop.is_set():
-        time.sleep(max(0, nxt - time.time()))
-        now = time.time()
-        cur = wchar()
-        samples.append((now, cur - last, wal_mb()))
-        last, nxt = cur, nxt + 1
+
+    def loop(self):
+        last = self.wchar()
+        nxt = time.time() + 1
+        while not self.stop_ev.is_set():
+            time.sleep(max(0, nxt - time.time()))
+            cur = self.wchar()
+            self.samples.append((time.time(), cur - last, self.wal_mb()))
+            last, nxt = cur, nxt + 1
+
+    def stop(self):
+        self.stop_ev.set()
+        self.th.join()
+        return self.samples
 
 
-def run(c, variant, sync, rep, writer, summary):
-    c.psql("ALTER SYSTEM RESET ALL")
-    c.psql(f"ALTER SYSTEM SET synchronous_commit = '{sync}'")
-    if variant != "upstream":
-        c.psql(f"ALTER SYSTEM SET checkpoint_wal_pacing = '{variant}'")
-    c.psql("SELECT pg_reload_conf()")
-    env = c.env()
-    subprocess.run([c.bin("pgbench"), "-i", "-q", "-s", str(SCALE)], env=env, check=True,
-                   capture_output=True)
+def prepare(c, variant, sync):
+    """Settings of the variant, fresh pgbench tables, a clean start."""
+    c.configure(variant, sync)
+    c.pgbench("-i", "-q", "-s", str(SCALE))
     c.psql("CHECKPOINT")
-    pid = int(c.psql("SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'"))
+
+
+def measure(c, variant, sync):
+    """The warm-up, then SECONDS of pgbench -P 1 -l while sampling the
+    checkpointer's writes.  Returns what the analysis needs."""
+    pid = c.checkpointer_pid()
     # from here, so that a checkpoint started during the warm-up is seen whole
     offset = os.path.getsize(c.log)
     if WARMUP:
-        subprocess.run([c.bin("pgbench"), "-M", "prepared", "-c", str(CLIENTS), "-j", "2",
-                        "-T", str(WARMUP), "-n"], env=env, check=True, capture_output=True)
-    wal0 = c.psql("SELECT wal_bytes || ' ' || wal_fpi FROM pg_stat_wal").split()
+        c.pgbench(*PGBENCH, "-T", str(WARMUP))
+    wal0 = c.wal_stats()
     logdir = os.path.join(OUT, f"txlog-{variant}-{sync}")
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
-    stop, samples = threading.Event(), []
-    th = threading.Thread(target=sample_writes,
-                          args=(pid, stop, samples, os.path.join(c.data, "pg_wal")))
-    th.start()
+    sampler = WriteSampler(pid, os.path.join(c.data, "pg_wal"))
     t0 = time.time()
-    p = subprocess.run([c.bin("pgbench"), "-M", "prepared", "-c", str(CLIENTS), "-j", "2",
-                        "-T", str(SECONDS), "-n", "-P", "1", "-l", "--sampling-rate=0.1",
-                        "--log-prefix", os.path.join(logdir, "tx")],
-                       env=env, capture_output=True, text=True)
-    t1 = time.time()
-    stop.set()
-    th.join()
-    if p.returncode:
-        sys.exit(f"pgbench failed: {p.stderr[-2000:]}")
+    try:
+        p = c.pgbench(*PGBENCH, "-T", str(SECONDS), "-P", "1", "-l", "--sampling-rate=0.1",
+                      "--log-prefix", os.path.join(logdir, "tx"))
+    finally:
+        t1 = time.time()
+        samples = sampler.stop()
     # the statistics of the backends reach pg_stat_wal within a second
     time.sleep(1.5)
-    wal1 = c.psql("SELECT wal_bytes || ' ' || wal_fpi FROM pg_stat_wal").split()
-    m = re.search(r"number of transactions actually processed: (\d+)", p.stdout)
-    ntx = int(m.group(1)) if m else 0
-    # per-second progress lines: "progress: 12.0 s, 4567.8 tps, lat 0.875 ms stddev ..."
+    wal1 = c.wal_stats()
+    return dict(t0=t0, t1=t1, samples=samples, stdout=p.stdout, stderr=p.stderr,
+                logdir=logdir, ckpts=benchlib.checkpoints(c.log, offset, t0, t1),
+                wal_bytes=wal1[0] - wal0[0], wal_fpi=wal1[1] - wal0[1])
+
+
+def progress(stderr):
+    """{second: (tps, latency ms)} from the per-second progress lines:
+    "progress: 12.0 s, 4567.8 tps, lat 0.875 ms stddev ..."."""
     prog = {}
-    for line in p.stderr.splitlines():
+    for line in stderr.splitlines():
         m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", line)
         if m:
             prog[int(float(m.group(1)))] = (float(m.group(2)), float(m.group(3)))
-    ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
-    wal_ckpts = [k for k in ckpts if "wal" in k["flags"]]
-    in_write = benchlib.write_phase_test(ckpts, ("wal",))
-    wrate = {int(round(ts - t0)): b for ts, b, _ in samples}
+    return prog
+
+
+def per_second(rep, variant, sync, m, in_write):
+    """One row per measured second; second s covers [t0 + s - 1, t0 + s)."""
+    t0, ckpts, prog = m["t0"], m["ckpts"], progress(m["stderr"])
+    wrate = {int(round(ts - t0)): b for ts, b, _ in m["samples"]}
     rows = []
     for sec in range(1, SECONDS + 1):
         tps, lat = prog.get(sec, (0.0, 0.0))
@@ -165,40 +210,80 @@ def run(c, variant, sync, rep, writer, summary):
                          ckpt_write_mb_s=round(wrate.get(sec, 0) / 1048576, 3),
                          in_write_phase=int(in_write(ts)),
                          in_checkpoint=int(any(k["start"] <= ts < k["end"] for k in ckpts))))
-    for r in rows:
-        writer.writerow(r)
+    return rows
+
+
+def mean_rate(rows, t0, a, b):
+    """Mean checkpointer write rate (MB/s) over [a, b): the per-second rates,
+    each weighted by how much of its second lies in the window."""
+    mb = sum(r["ckpt_write_mb_s"] * max(0.0, min(b, t0 + r["second"]) -
+                                        max(a, t0 + r["second"] - 1)) for r in rows)
+    return mb / (b - a)
+
+
+def front_load(rep, variant, sync, rows, m):
+    """Per complete write phase of a WAL-triggered checkpoint (inside the
+    measured window, at least FRONT_MIN_S long): the mean write rate over its
+    first quarter / over its second half (1 = even, > 1 = front-loaded)."""
+    t0, phases = m["t0"], []
+    for k in benchlib.of_kinds(m["ckpts"], KINDS):
+        s, e = k["start"], k["write_end"]
+        if not k["complete"] or s < t0 or e > t0 + SECONDS or e - s < FRONT_MIN_S:
+            continue
+        q1 = mean_rate(rows, t0, s, s + (e - s) / 4)
+        h2 = mean_rate(rows, t0, s + (e - s) / 2, e)
+        phases.append(dict(run=rep, variant=variant, sync=sync, start_s=round(s - t0, 1),
+                           write_s=round(e - s, 1), q1_mb_s=round(q1, 3), h2_mb_s=round(h2, 3),
+                           front_load=round(q1 / h2, 3) if h2 > 0 else None))
+    return phases
+
+
+def summarize(rep, variant, sync, rows, m, in_write, phases):
+    """One summary row per run."""
+    t0, ckpts, pct = m["t0"], m["ckpts"], benchlib.pct
+    ntx = benchlib.pgbench_summary(m["stdout"])["transactions"] or 0
     # transaction latencies, sampled (one script)
-    lat_in, lat_out = benchlib.tx_latencies(logdir, in_write).get(0, ([], []))
-    shutil.rmtree(logdir, ignore_errors=True)
-    pct = benchlib.pct
+    lat_in, lat_out = benchlib.tx_latencies(m["logdir"], in_write).get(0, ([], []))
+    shutil.rmtree(m["logdir"], ignore_errors=True)
     w = [r["ckpt_write_mb_s"] for r in rows if r["in_write_phase"]]
     # only seconds fully inside a write phase count for the write rate spread
     w_full = [r["ckpt_write_mb_s"] for r in rows
               if all(in_write(t0 + r["second"] - 1 + d) for d in (0.01, 0.99))]
     tps_ck = [r["tps"] for r in rows if r["in_write_phase"]]
-    tps_all = [r["tps"] for r in rows]
-    s = dict(run=rep, variant=variant, sync=sync,
-             tps=round(statistics.mean(tps_all), 1),
-             wal_kb_per_tx=round((float(wal1[0]) - float(wal0[0])) / 1024 / ntx, 3)
-             if ntx else None,
-             fpi_per_tx=round((int(wal1[1]) - int(wal0[1])) / ntx, 3) if ntx else None,
-             ckpt_buffers=sum(k["buffers"] for k in ckpts),
-             wal_checkpoints=len([k for k in wal_ckpts if k["buffers"]]),
-             write_rate_cov=round(statistics.pstdev(w_full) / statistics.mean(w_full), 3)
-             if len(w_full) > 1 and statistics.mean(w_full) > 0 else None,
-             tps_p5_over_median_in_ckpt=round(pct(tps_ck, 0.05) / statistics.median(tps_ck), 3)
-             if tps_ck and statistics.median(tps_ck) > 0 else None,
-             p99_ms_in_write=pct(lat_in, 0.99), p99_ms_outside=pct(lat_out, 0.99),
-             peak_distance_mb=round(max([k["distance_kb"] for k in ckpts] or [0]) / 1024, 1),
-             peak_pg_wal_mb=round(max(w for _, _, w in samples), 1),
-             write_seconds=len(w))
-    summary.append(s)
+    return dict(run=rep, variant=variant, sync=sync,
+                tps=round(statistics.mean(r["tps"] for r in rows), 1),
+                wal_kb_per_tx=round(m["wal_bytes"] / 1024 / ntx, 3) if ntx else None,
+                fpi_per_tx=round(m["wal_fpi"] / ntx, 3) if ntx else None,
+                ckpt_buffers=sum(k["buffers"] for k in ckpts),
+                wal_checkpoints=len([k for k in benchlib.of_kinds(ckpts, KINDS) if k["buffers"]]),
+                write_rate_cov=round(statistics.pstdev(w_full) / statistics.mean(w_full), 3)
+                if len(w_full) > 1 and statistics.mean(w_full) > 0 else None,
+                front_load=benchlib.round_or_none(
+                    benchlib.median_of([p["front_load"] for p in phases])),
+                front_load_phases=len(phases),
+                tps_p5_over_median_in_ckpt=round(pct(tps_ck, 0.05) / statistics.median(tps_ck), 3)
+                if tps_ck and statistics.median(tps_ck) > 0 else None,
+                p99_ms_in_write=pct(lat_in, 0.99), p99_ms_outside=pct(lat_out, 0.99),
+                peak_distance_mb=round(max([k["distance_kb"] for k in ckpts] or [0]) / 1024, 1),
+                peak_pg_wal_mb=round(max([x for _, _, x in m["samples"]] or [0]), 1),
+                write_seconds=len(w))
+
+
+def run(c, variant, sync, rep):
+    """One run: (per-second rows, write phases rated, summary row)."""
+    prepare(c, variant, sync)
+    m = measure(c, variant, sync)
+    in_write = benchlib.write_phase_test(m["ckpts"], KINDS)
+    rows = per_second(rep, variant, sync, m, in_write)
+    phases = front_load(rep, variant, sync, rows, m)
+    s = summarize(rep, variant, sync, rows, m, in_write, phases)
     print("  " + ", ".join(f"{k}={v}" for k, v in s.items()), flush=True)
-    return rows, ckpts, t0
+    return rows, phases, s
 
 
-def plot(sync, series):
-    """One PNG per synchronous_commit setting: a panel per variant."""
+def plot(sync, series, front):
+    """One PNG per synchronous_commit setting: a panel per variant, titled
+    with its front-load ratio (front: variant -> (ratio, phases))."""
     if not shutil.which("gnuplot"):
         print("gnuplot not installed: no plots")
         return
@@ -219,7 +304,10 @@ def plot(sync, series):
         with open(dat, "w") as f:
             for r in rows:
                 f.write(f"{r['second']} {r['tps']} {r['ckpt_write_mb_s']} {r['in_write_phase']}\n")
-        script.append(f"set title '{variant}'")
+        ratio, n = front.get(variant, (None, 0))
+        script.append(f"set title '{variant}: front-load {fmt(ratio, 2)} (checkpointer write "
+                      f"rate, first quarter / second half of a write phase; median of the {n} "
+                      f"complete phases >= {FRONT_MIN_S} s)'")
         script.append(f"plot '{dat}' using 1:($4*{top:.0f}) with filledcurves y1=0 lc rgb 'orange' "
                       f"title 'write phase', '' using 1:2 with lines lw 1.5 lc rgb 'blue' "
                       f"title 'tps', '' using 1:3 axes x1y2 with steps lc rgb 'red' "
@@ -230,43 +318,40 @@ def plot(sync, series):
 
 
 def replot():
-    """Draw the PNGs again from spread.csv (the first repetition)."""
-    with open(os.path.join(OUT, "spread.csv")) as f:
-        rows = [r for r in csv.DictReader(f) if r.get("run", "1") == "1"]
+    """Draw the PNGs again from spread.csv and summary.csv (the first repetition)."""
+    rows = [r for r in benchlib.read_csv(os.path.join(OUT, "spread.csv")) if r["run"] == 1]
+    summary = [s for s in benchlib.read_csv(os.path.join(OUT, "summary.csv")) if s["run"] == 1]
     for sync in dict.fromkeys(r["sync"] for r in rows):
         series = {}
         for r in rows:
             if r["sync"] == sync:
                 series.setdefault(r["variant"], []).append(r)
-        plot(sync, series)
+        plot(sync, series, {s["variant"]: (s.get("front_load"), s.get("front_load_phases") or 0)
+                            for s in summary if s["sync"] == sync})
 
 
 def table(summary):
     """Medians over the repetitions, per synchronous_commit and variant."""
     print()
     print(f"{'sync':5} {'variant':12} {'tps':>8} {'x upstr':>8} {'ckpts':>5} {'CoV wr':>7} "
-          f"{'p5/med':>7} {'p99 in':>8} {'p99 out':>8} {'peak dist MB':>12} {'WAL kB/tx':>9} "
-          f"{'FPI/tx':>6} {'pg_wal MB':>9}")
-    fmt = (lambda v, d=3: "-" if v is None else f"{v:.{d}f}")
+          f"{'front':>6} {'p5/med':>7} {'p99 in':>8} {'p99 out':>8} {'peak dist MB':>12} "
+          f"{'WAL kB/tx':>9} {'FPI/tx':>6} {'pg_wal MB':>9}")
     for sync in dict.fromkeys(s["sync"] for s in summary):
         for variant in dict.fromkeys(s["variant"] for s in summary):
             runs = [s for s in summary if s["sync"] == sync and s["variant"] == variant]
             if not runs:
                 continue
-            ratios = []
-            for s in runs:
-                base = [b for b in summary if b["sync"] == sync and b["run"] == s["run"]
-                        and b["variant"] == "upstream"]
-                if base and base[0]["tps"]:
-                    ratios.append(s["tps"] / base[0]["tps"])
-            m = {k: benchlib.median_of([s[k] for s in runs])
-                 for k in ("tps", "wal_checkpoints", "write_rate_cov",
+            x = benchlib.median_of(benchlib.paired_ratios(summary, variant, "tps",
+                                                          same=("run", "sync")))
+            m = {k: benchlib.median_of([s.get(k) for s in runs])
+                 for k in ("tps", "wal_checkpoints", "write_rate_cov", "front_load",
                            "tps_p5_over_median_in_ckpt", "p99_ms_in_write", "p99_ms_outside",
                            "wal_kb_per_tx", "fpi_per_tx")}
             peak = max(s["peak_distance_mb"] for s in runs)
             peak_wal = max(s["peak_pg_wal_mb"] for s in runs)
-            print(f"{sync:5} {variant:12} {fmt(m['tps'], 1):>8} {fmt(benchlib.median_of(ratios)):>8} "
+            print(f"{sync:5} {variant:12} {fmt(m['tps'], 1):>8} {fmt(x):>8} "
                   f"{fmt(m['wal_checkpoints'], 0):>5} {fmt(m['write_rate_cov']):>7} "
+                  f"{fmt(m['front_load'], 2):>6} "
                   f"{fmt(m['tps_p5_over_median_in_ckpt']):>7} {fmt(m['p99_ms_in_write']):>8} "
                   f"{fmt(m['p99_ms_outside']):>8} {peak:>12} {fmt(m['wal_kb_per_tx']):>9} "
                   f"{fmt(m['fpi_per_tx']):>6} {peak_wal:>9}")
@@ -274,9 +359,21 @@ def table(summary):
           f"ratios to upstream within each run; peak dist (redo to redo) and pg_wal (size of "
           f"the segment files, sampled each second) = the largest over all runs; "
           f"max_wal_size = {MAX_WAL}; CoV wr = coefficient of variation of the checkpointer's "
-          f"per-second write rate over seconds fully inside write phases; p5/med = 5th "
+          f"per-second write rate over seconds fully inside write phases; front = front-load "
+          f"ratio: the checkpointer's mean write rate over the first quarter of a write phase / "
+          f"over its second half (1 = even, > 1 = front-loaded), for each complete write phase "
+          f"of a WAL-triggered checkpoint inside the measured window and at least "
+          f"{FRONT_MIN_S} s long, median per run, then median of the runs' medians (per-phase "
+          f"values in phases.csv); p5/med = 5th "
           f"percentile / median of per-second tps in write phases; p99 = transaction latency "
           f"(ms), 10% sample; WAL kB/tx and FPI/tx from pg_stat_wal")
+
+
+def write_summary(summary):
+    with open(os.path.join(OUT, "summary.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
+        w.writeheader()
+        w.writerows(summary)
 
 
 def main():
@@ -284,47 +381,40 @@ def main():
         replot()
         return
     if sys.argv[1:] == ["--table"]:
-        with open(os.path.join(OUT, "summary.csv")) as f:
-            summary = []
-            for r in csv.DictReader(f):
-                for k, v in r.items():
-                    if k not in ("variant", "sync"):
-                        r[k] = None if v == "" else float(v)
-                summary.append(r)
-        table(summary)
+        table(benchlib.read_csv(os.path.join(OUT, "summary.csv")))
         return
     os.makedirs(OUT, exist_ok=True)
     print(f"spread checkpoints: pgbench -M prepared -c {CLIENTS} scale {SCALE}, {SECONDS} s "
           f"(+{WARMUP} s warm-up) per run, {RUNS} runs, max_wal_size {MAX_WAL}, "
-          f"shared_buffers 1GB; machine: {os.cpu_count()} cores")
-    clusters = {n: Cluster(n) for n in sorted({cluster_of(v) for v in VARIANTS})}
+          f"shared_buffers 1GB; machine: {benchlib.machine()}")
+    clusters = {n: Cluster(n) for n in sorted({benchlib.cluster_of(v) for v in VARIANTS})}
     for c in clusters.values():
         c.init()
         c.pg_ctl("start")
     summary = []
-    with open(os.path.join(OUT, "spread.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["run", "variant", "sync", "second", "epoch",
-                                               "tps", "lat_ms",
-                                               "ckpt_write_mb_s", "in_write_phase",
-                                               "in_checkpoint"])
+    with open(os.path.join(OUT, "spread.csv"), "w", newline="") as f, \
+            open(os.path.join(OUT, "phases.csv"), "w", newline="") as pf:
+        writer = csv.DictWriter(f, fieldnames=SECOND_FIELDS)
         writer.writeheader()
+        pwriter = csv.DictWriter(pf, fieldnames=PHASE_FIELDS)
+        pwriter.writeheader()
         for rep in range(1, RUNS + 1):
             for sync in SYNCS:
                 # rotate the order so that no variant always runs first or last
                 k = (rep - 1) % len(VARIANTS)
-                series = {}
+                series, front = {}, {}
                 for v in VARIANTS[k:] + VARIANTS[:k]:
                     print(f"run {rep}: {v}, synchronous_commit={sync}", flush=True)
-                    rows, ckpts, t0 = run(clusters[cluster_of(v)], v, sync, rep, writer,
-                                          summary)
-                    series[v] = rows
+                    rows, phases, s = run(clusters[benchlib.cluster_of(v)], v, sync, rep)
+                    writer.writerows(rows)
+                    pwriter.writerows(phases)
                     f.flush()
-                with open(os.path.join(OUT, "summary.csv"), "w", newline="") as sf:
-                    w = csv.DictWriter(sf, fieldnames=list(summary[0].keys()))
-                    w.writeheader()
-                    w.writerows(summary)
+                    pf.flush()
+                    summary.append(s)
+                    series[v], front[v] = rows, (s["front_load"], s["front_load_phases"])
+                write_summary(summary)
                 if rep == 1:
-                    plot(sync, {v: series[v] for v in VARIANTS})
+                    plot(sync, {v: series[v] for v in VARIANTS}, front)
     for c in clusters.values():
         c.pg_ctl("stop")
     table(summary)

@@ -1,20 +1,25 @@
-"""Shared pieces of the benchmarks: a PostgreSQL cluster (initdb, pg_ctl and
-psql of one installation, listening on localhost only), the benchmark
+"""Shared pieces of the benchmarks: where the installations are and which
+ports the clusters use, a PostgreSQL cluster (initdb, pg_ctl, psql and
+pgbench of one installation, listening on localhost only), the benchmark
 selection and per-variant settings from the environment, checkpoints and
-their write phases from the server log, and transaction latencies from
-pgbench -l logs."""
+their write phases from the server log, transaction latencies from pgbench
+-l logs, and the small statistics and formatting helpers of the tables."""
 
+import csv
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from datetime import datetime
 
 # Scenarios of `make bench`: "all" and "random" are bench.py's immediate
-# checkpoints, "append" is bench_append.py's append-heavy pgbench.
-SCENARIOS = ("all", "random", "append")
+# checkpoints, "append" is bench_append.py's append-heavy pgbench, "flush"
+# is bench_flush.py's pgbench with small shared_buffers.
+SCENARIOS = ("all", "random", "append", "flush")
 
 
 def bench_scenarios():
@@ -39,6 +44,43 @@ def env_settings(variant, var="BENCH_SETTINGS"):
     return s
 
 
+def cluster_of(variant):
+    """The installation a variant runs: "upstream" (unpatched) or "patched"
+    (the series; every variant but "upstream", told apart by settings)."""
+    return "upstream" if variant == "upstream" else "patched"
+
+
+def install_prefix(variant):
+    """$WORK/inst-upstream for "upstream", $WORK/inst-release for the rest."""
+    inst = "inst-upstream" if cluster_of(variant) == "upstream" else "inst-release"
+    return os.path.join(os.environ["WORK"], inst)
+
+
+# Ports: BENCH_PORT [5600] + a fixed offset per script, so that the scripts
+# never collide with each other: bench.py +0.., bench_spread.py +10/+11,
+# bench_append.py +20.., bench_flush.py +30..
+PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30}
+
+
+def port(script, i=0):
+    """The port of the i-th cluster of 'script' (a key of PORT_OFFSET)."""
+    return int(os.environ.get("BENCH_PORT", "5600")) + PORT_OFFSET[script] + i
+
+
+def machine():
+    return f"{os.cpu_count()} cores, {os.uname().release}"
+
+
+def settings_conf(variant, var="BENCH_SETTINGS"):
+    """The extra settings of 'variant' (env_settings) as postgresql.conf lines."""
+    return "".join(f"{k} = '{val}'\n" for k, val in env_settings(variant, var).items())
+
+
+def check_variants(variants, var):
+    if len(set(variants)) != len(variants):
+        sys.exit(f"{var}: a variant is named twice: {variants}")
+
+
 class Cluster:
     def __init__(self, name, prefix, port, outdir):
         self.name, self.prefix, self.port = name, prefix, port
@@ -60,6 +102,15 @@ class Cluster:
             sys.exit(f"psql on {self.name} failed: {r.stderr}")
         return r.stdout.strip()
 
+    def pgbench(self, *args):
+        """Run pgbench against this server; exit on failure.  Returns the
+        CompletedProcess (stdout: the summary, stderr: -P progress lines)."""
+        r = subprocess.run([self.bin("pgbench")] + list(args), env=self.env(),
+                           capture_output=True, text=True)
+        if r.returncode:
+            sys.exit(f"pgbench on {self.name} failed: {r.stderr[-2000:]}")
+        return r
+
     def pg_ctl(self, *args):
         subprocess.run([self.bin("pg_ctl"), "-D", self.data, "-l", self.log, "-w"] + list(args),
                        check=True, stdout=subprocess.DEVNULL)
@@ -69,6 +120,39 @@ class Cluster:
         if os.path.exists(os.path.join(self.data, "postmaster.pid")):
             subprocess.run([self.bin("pg_ctl"), "-D", self.data, "-w", "-m", "fast", "stop"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def set_settings(self, settings):
+        """ALTER SYSTEM: exactly 'settings' (dict) on top of postgresql.conf,
+        reloaded, and wait until new sessions see them."""
+        # forget the settings of a variant that ran before on this cluster
+        self.psql("ALTER SYSTEM RESET ALL")
+        for k, val in settings.items():
+            self.psql(f"ALTER SYSTEM SET {k} = '{val}'")
+        self.psql("SELECT pg_reload_conf()")
+        # new sessions see the reloaded values once the postmaster has
+        # reloaded, which is after it has signalled the checkpointer
+        for k, val in settings.items():
+            for _ in range(100):
+                if self.psql(f"SHOW {k}") == val:
+                    break
+                time.sleep(0.05)
+            else:
+                sys.exit(f"{k} did not become {val} on {self.name}")
+
+    def io_writes(self, backend_types, context="normal"):
+        """{backend_type: (writes, write_bytes)} from pg_stat_io, object
+        relation, for one context (None: all contexts summed)."""
+        where = "" if context is None else f" AND context = '{context}'"
+        types = ", ".join(f"'{t}'" for t in backend_types)
+        out = self.psql("SELECT backend_type, coalesce(sum(writes), 0), "
+                        "coalesce(sum(write_bytes), 0) FROM pg_stat_io "
+                        f"WHERE object = 'relation' AND backend_type IN ({types}){where} "
+                        "GROUP BY backend_type")
+        res = {t: (0, 0) for t in backend_types}
+        for line in out.splitlines():
+            t, w, b = line.split("|")
+            res[t] = (int(w), int(b))
+        return res
 
     def cpu_seconds(self):
         """CPU time (user + system, seconds) of the running server: the
@@ -104,7 +188,61 @@ class Cluster:
             f.write(settings)
 
 
-# Checkpoints from the server log.  checkpoints() needs these settings: the
+def run_interleaved(clusters, runs, one_run, csv_path, fields):
+    """Interleaved runs, one server at a time: for run 1..runs, for each
+    cluster in order, row = one_run(cluster, run), written to csv_path (CSV
+    with columns 'fields') as it comes.  The clusters are initialized first
+    (their init()); every server is stopped at the end, also on an error or
+    SIGTERM.  Returns the rows."""
+    # SIGTERM ends like ^C: the finally clause stops the servers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    rows = []
+    try:
+        for c in clusters:
+            c.stop_if_running()     # left over from an interrupted run
+            c.init()
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
+            writer.writeheader()
+            for rep in range(1, runs + 1):
+                for c in clusters:
+                    print(f"run {rep}: {c.name}", flush=True)
+                    rows.append(one_run(c, rep))
+                    writer.writerow(rows[-1])
+                    f.flush()
+    finally:
+        for c in clusters:
+            c.stop_if_running()
+    return rows
+
+
+def report(table_text, start, csv_path, txt_path):
+    """Print the table with the total time since 'start' (time.monotonic())
+    and write it to txt_path."""
+    text = table_text + f"\ntotal time {time.monotonic() - start:.0f} s; CSV: {csv_path}\n"
+    print()
+    print(text, end="")
+    with open(txt_path, "w") as f:
+        f.write(text)
+
+
+def print_run(row):
+    """A run's results on one line (all but run and variant)."""
+    print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("run", "variant")),
+          flush=True)
+
+
+def pgbench_summary(out):
+    """tps, transactions and average latency (ms) from pgbench's summary."""
+    def num(pattern, conv):
+        m = re.search(pattern, out)
+        return conv(m.group(1)) if m else None
+    return dict(tps=num(r"tps = ([\d.]+)", float),
+                transactions=num(r"number of transactions actually processed: (\d+)", int),
+                lat_ms=num(r"latency average = ([\d.]+) ms", float))
+
+
+# Checkpoints from the server log.  The parsers need these settings: the
 # timestamps of log_line_prefix place the phases in time.
 LOG_SETTINGS = "log_checkpoints = on\nlog_line_prefix = '%m [%p] '\n"
 
@@ -114,45 +252,73 @@ def parse_ts(s):
 
 
 START = re.compile(r"^(\S+ \S+) \S+ \[\d+\] LOG:  checkpoint starting: (.*)$")
+# stock 18.6's "checkpoint complete" line; the series appends "; sort=S.SSS s"
 DONE = re.compile(r"^(\S+ \S+) \S+ \[\d+\] LOG:  checkpoint complete: wrote (\d+) buffers.*"
-                  r"write=([\d.]+) s, sync=([\d.]+) s, total=([\d.]+) s.*distance=(\d+) kB")
+                  r"write=([\d.]+) s, sync=([\d.]+) s, total=([\d.]+) s.*distance=(\d+) kB"
+                  r"(?:.*; sort=([\d.]+) s)?")
+
+
+def parse_done(m):
+    """A DONE match as a dict: end (epoch), buffers, write_s, sync_s,
+    total_s, distance_kb, sort_s (None: not logged, as by upstream)."""
+    return dict(end=parse_ts(m.group(1)), buffers=int(m.group(2)), write_s=float(m.group(3)),
+                sync_s=float(m.group(4)), total_s=float(m.group(5)),
+                distance_kb=int(m.group(6)), sort_s=float(m.group(7)) if m.group(7) else None)
+
+
+def log_lines(logfile, offset):
+    with open(logfile, errors="replace") as f:
+        f.seek(offset)
+        return f.read().splitlines()
+
+
+def last_checkpoint_complete(logfile, offset):
+    """The last "checkpoint complete" line after byte 'offset' of the log,
+    parsed (parse_done), or None."""
+    res = None
+    for line in log_lines(logfile, offset):
+        m = DONE.match(line)
+        if m:
+            res = parse_done(m)
+    return res
 
 
 def checkpoints(logfile, offset, t0, t1):
     """Checkpoints logged after byte 'offset' of the log that overlap [t0, t1],
     as dicts: start, write_end, end (epoch seconds), flags ("wal", "time",
-    "immediate force wait", ...), buffers, distance_kb.  The write phase is
-    [start, write_end): the complete line's total and write times counted
-    from its own timestamp."""
-    with open(logfile, errors="replace") as f:
-        f.seek(offset)
-        lines = f.read().splitlines()
+    "immediate force wait", ...), buffers, distance_kb, complete (False: still
+    running at t1).  The write phase is [start, write_end): the complete
+    line's total and write times counted from its own timestamp."""
     res, cur = [], None
-    for line in lines:
+    for line in log_lines(logfile, offset):
         m = START.match(line)
         if m:
             cur = (parse_ts(m.group(1)), m.group(2))
             continue
         m = DONE.match(line)
         if m and cur:
-            end = parse_ts(m.group(1))
-            total, write = float(m.group(5)), float(m.group(3))
-            start = end - total
-            res.append(dict(start=start, write_end=start + write, end=end, flags=cur[1],
-                            buffers=int(m.group(2)), distance_kb=int(m.group(6))))
+            d = parse_done(m)
+            start = d["end"] - d["total_s"]
+            res.append(dict(start=start, write_end=start + d["write_s"], end=d["end"],
+                            flags=cur[1], buffers=d["buffers"], distance_kb=d["distance_kb"],
+                            complete=True))
             cur = None
     if cur:
         # still running when the run ended: count it as writing until then
         res.append(dict(start=cur[0], write_end=t1, end=t1, flags=cur[1], buffers=0,
-                        distance_kb=0))
+                        distance_kb=0, complete=False))
     return [c for c in res if c["end"] >= t0 and c["start"] <= t1]
+
+
+def of_kinds(ckpts, kinds):
+    """The checkpoints whose flags name one of 'kinds' (e.g. "wal", "time")."""
+    return [k for k in ckpts if set(k["flags"].split()) & set(kinds)]
 
 
 def write_phase_test(ckpts, kinds=("wal",)):
     """A function ts -> whether ts is in the write phase of one of 'ckpts'
-    whose flags name one of 'kinds' (e.g. "wal", "time")."""
-    phases = [(k["start"], k["write_end"]) for k in ckpts
-              if set(k["flags"].split()) & set(kinds)]
+    whose flags name one of 'kinds'."""
+    phases = [(k["start"], k["write_end"]) for k in of_kinds(ckpts, kinds)]
     return lambda ts: any(s <= ts < e for s, e in phases)
 
 
@@ -175,6 +341,8 @@ def tx_latencies(logdir, in_write):
     return res
 
 
+# Statistics and formatting for the tables
+
 def pct(vals, q):
     if not vals:
         return None
@@ -185,3 +353,39 @@ def pct(vals, q):
 def median_of(vals):
     vals = [v for v in vals if v is not None]
     return statistics.median(vals) if vals else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def round_or_none(v, digits=3):
+    return None if v is None else round(v, digits)
+
+
+def fmt(v, d=3):
+    return "-" if v is None else f"{v:.{d}f}"
+
+
+def paired_ratios(rows, variant, key, same=("run",), base="upstream"):
+    """key of 'variant' / key of 'base', for each row of 'variant' and the
+    row of 'base' that agrees with it on the fields 'same' (the same run):
+    ratios within a run, which other load on the machine hits alike."""
+    return [ratio(x[key], y[key]) for x in rows if x["variant"] == variant
+            for y in rows if y["variant"] == base and all(x[f] == y[f] for f in same)]
+
+
+def read_csv(path):
+    """Rows of a CSV written by a benchmark, numbers as int or float, empty
+    fields as None."""
+    def conv(v):
+        if v == "":
+            return None
+        for t in (int, float):
+            try:
+                return t(v)
+            except ValueError:
+                pass
+        return v
+    with open(path) as f:
+        return [{k: conv(v) for k, v in r.items()} for r in csv.DictReader(f)]

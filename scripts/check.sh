@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the test configuration (assertions, TAP, injection points) and the
 # same configuration of stock 18.6 (upstream-check), check that the patched
-# server keeps stock 18.6's ABI (scripts/abi.sh), and run the upstream suites
+# server keeps stock 18.6's ABI (scripts/abi.sh) and that the series is
+# pgindent-clean (scripts/pgindent.sh --check), and run the upstream suites
 # this series touches plus the series' own suite.  Exit status is non-zero on
 # any failure, the ABI check included.  Extra arguments go to meson test
 # (e.g. scripts/check.sh --suite checkpoint).
@@ -19,6 +20,11 @@ build_config check
 # one run reports both); its result counts in the exit status.
 abi_rc=0
 "$TOP/scripts/abi.sh" --no-build || abi_rc=$?
+
+# pgindent is a gate too: the series' C files must be as pgindent leaves
+# them, and typedefs.list must know the typedefs they declare (make indent).
+indent_rc=0
+"$TOP/scripts/pgindent.sh" --check || indent_rc=$?
 
 SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint test_checkpoint"
 args=()
@@ -47,10 +53,12 @@ fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 skipped=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$WORK/check.log" | tail -1)
 [ "$abi_rc" = 0 ] || echo "ABI check failed (report: $WORK/abi/abidiff.txt)"
+[ "$indent_rc" = 0 ] || echo "pgindent check failed (diff: $WORK/pgindent.diff; run: make indent)"
 echo "check took $(( $(date +%s) - start )) s; logs under $BLD/meson-logs and $BLD/testrun"
 echo "meson: ${ok:-0} passed, $(( ${fail:-0} + ${timeout:-0} )) failed, ${skipped:-0} skipped"
 if [ "$rc" != 0 ] && [ $(( ${fail:-0} + ${timeout:-0} )) = 0 ]; then
   echo "meson test exited with $rc"
 fi
 [ "$rc" != 0 ] || rc=$abi_rc
+[ "$rc" != 0 ] || rc=$indent_rc
 exit "$rc"

@@ -8,9 +8,14 @@
 tmp=$(as_builder mktemp -d)
 as_builder git -C "$TREE" format-patch -q --zero-commit --no-numbered --no-signature \
   --no-stat --abbrev=12 -o "$tmp" "$UPSTREAM_TAG"..HEAD
+# never leave patches/ empty: replace it only with what format-patch produced
+if ! compgen -G "$tmp/*.patch" >/dev/null; then
+  as_builder rm -rf "$tmp"
+  die "git format-patch produced no patches from $UPSTREAM_TAG..HEAD in $TREE; patches/ left as it was"
+fi
 rm -f "$TOP"/patches/*.patch
 mkdir -p "$TOP/patches"
-cp "$tmp"/*.patch "$TOP/patches/" 2>/dev/null || true
+cp "$tmp"/*.patch "$TOP/patches/"
 as_builder rm -rf "$tmp"
 git -C "$TOP" status --short -- patches/ || true
 ls "$TOP"/patches/
