@@ -190,8 +190,10 @@ class Cluster:
 
 def run_interleaved(clusters, runs, one_run, csv_path, fields):
     """Interleaved runs, one server at a time: for run 1..runs, for each
-    cluster in order, row = one_run(cluster, run), written to csv_path (CSV
-    with columns 'fields') as it comes.  The clusters are initialized first
+    cluster, row = one_run(cluster, run), written to csv_path (CSV with
+    columns 'fields') as it comes.  Odd runs take the clusters in order, even
+    runs in reverse order, so that no variant always goes first (whatever
+    the machine did just before a run hits each variant alike).  The clusters are initialized first
     (their init()); every server is stopped at the end, also on an error or
     SIGTERM.  Returns the rows."""
     # SIGTERM ends like ^C: the finally clause stops the servers
@@ -205,7 +207,7 @@ def run_interleaved(clusters, runs, one_run, csv_path, fields):
             writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
             for rep in range(1, runs + 1):
-                for c in clusters:
+                for c in (clusters if rep % 2 else clusters[::-1]):
                     print(f"run {rep}: {c.name}", flush=True)
                     rows.append(one_run(c, rep))
                     writer.writerow(rows[-1])
