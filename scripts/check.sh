@@ -24,7 +24,7 @@ abi_rc=0
 # pgindent is a gate too: the series' C files must be as pgindent leaves
 # them, and typedefs.list must know the typedefs they declare (make indent).
 indent_rc=0
-"$TOP/scripts/pgindent.sh" --check || indent_rc=$?
+bash "$TOP/scripts/pgindent.sh" --check || indent_rc=$?
 
 SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint test_checkpoint"
 args=()
