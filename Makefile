@@ -24,7 +24,9 @@ help:
 	@echo "make upstream-check  build+install unpatched $(PG_VERSION), test configuration, into work/inst-upstream-check"
 	@echo "make bench     immediate-checkpoint, append-heavy pgbench p99 and FlushBuffer-heavy pgbench"
 	@echo "               benchmarks, patched vs upstream (BENCH_SCENARIOS=\"all random append flush\""
-	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py)"
+	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py); the"
+	@echo "               immediate checkpoints run the patched server with io_method = sync, worker"
+	@echo "               and io_uring, and fio at queue depth 1 and 8 (128 kB direct writes)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 	@echo "make help      this list"
 

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Immediate-checkpoint benchmark: unpatched PostgreSQL vs the patch series.
+"""Immediate-checkpoint benchmark: unpatched PostgreSQL vs the patch series,
+the series with each io_method.
 
 One table that fits in shared_buffers, with fillfactor 50 and ~1 kB rows
 (3 per page), so that an UPDATE of a non-indexed column is a HOT update that
@@ -24,10 +25,30 @@ runs CHECKPOINT and records:
   - the checkpointer's writes and write_bytes from pg_stat_io
     (backend_type checkpointer, object relation, context normal).
 
-Every variant has its own cluster, loaded with identical data, and all of them
-run side by side; runs are interleaved (upstream, patched, ... , upstream,
-patched, ...) so that drift of the machine hits every variant alike.  The
-table shows medians and the patched/upstream ratio of the medians.
+Variants (BENCH_VARIANTS):
+  upstream        unpatched, io_method at its default (worker);
+  patched-sync    the series with io_method = sync: the checkpointer writes
+                  synchronously (the write path of the previous series);
+  patched         the series with io_method = worker (the default): the
+                  checkpointer writes through AIO (checkpoint_io_concurrency,
+                  default 16);
+  patched-uring   the series with io_method = io_uring;
+  patched-nosort  as patched, with checkpoint_sort = off.
+io_method is postmaster-only, so every io_method has its own cluster
+(benchlib.cluster_of: upstream, patched, patched-sync, patched-uring; patched
+and patched-nosort share one, only a reloadable setting differs), written
+into its postgresql.conf at initdb.  The clusters are loaded with identical
+data and all of them run side by side, each with shared_buffers = BENCH_MB
++ 256 + BENCH_MB/4 MB (a warning if their sum exceeds 60% of MemTotal);
+runs are interleaved (upstream, patched, ... , upstream, patched, ...) so
+that drift of the machine hits every variant alike.  The table shows medians
+and the variant/upstream ratio of the medians.
+
+With "direct" among the I/O modes, fio then measures the device in the same
+directory: sequential writes of 128 kB blocks, direct I/O, 512 MB, end_fsync,
+at queue depth 1 (ioengine psync) and 8 (ioengine libaio, iodepth 8).  A
+second table gives every variant's checkpoint bandwidth (median write_bytes /
+median total time) as a fraction of both.
 
 Configuration through the environment (defaults in brackets):
   BENCH_MB [1024]        table size in MB
@@ -38,11 +59,15 @@ Configuration through the environment (defaults in brackets):
                          bench.sh); without "all" and "random" this script
                          does nothing
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
-  BENCH_VARIANTS ["upstream patched patched-nosort"]
+  BENCH_VARIANTS ["upstream patched-sync patched patched-uring"]
   BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
-                         "patched:io_combine_limit=32" (';'-separated)
-  BENCH_PORT [5600]      base port; the clusters use BENCH_PORT + 0, + 1
-Output: work/bench/immediate.csv and the table on stdout.
+                         "patched:io_combine_limit=32" (';'-separated);
+                         reloadable settings only (io_method and
+                         checkpoint_io_concurrency need a restart)
+  BENCH_PORT [5600]      base port; the clusters use BENCH_PORT + 0, + 1, ...
+Output: work/bench/immediate.csv, the tables on stdout and, when fio ran,
+work/bench/immediate-fio.csv (io, scenario, variant, mb_s, fio_qd1_mb_s,
+fio_qd8_mb_s, frac_qd1, frac_qd8).
 """
 
 import csv
@@ -68,10 +93,13 @@ EXPECTED = {"all": "SELECT pg_relation_size('bench') / 8192",
 TOLERANCE = 0.02        # a run's dirty count may be off its expected count by this much
 SCENARIOS = [s for s in benchlib.bench_scenarios() if s in DIRTY]
 IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
-VARIANTS = os.environ.get("BENCH_VARIANTS", "upstream patched patched-nosort").split()
+VARIANTS = os.environ.get("BENCH_VARIANTS",
+                          "upstream patched-sync patched patched-uring").split()
 FIELDS = ["io", "scenario", "variant", "run", "dirty_before", "dirty", "expected_dirty",
           "dirty_dev", "dirty_ok", "written", "write_s", "sync_s", "total_s", "sort_s",
           "wall_s", "writes", "write_bytes"]
+FIO_FIELDS = ["io", "scenario", "variant", "mb_s", "fio_qd1_mb_s", "fio_qd8_mb_s",
+              "frac_qd1", "frac_qd8"]
 
 # ~1 kB rows, 3 per page at fillfactor 50: 8 kB page per 3 rows
 ROWS = MB * 1024 * 1024 // 8192 * 3
@@ -88,12 +116,15 @@ def variant_settings(v):
 
 
 class Cluster(benchlib.Cluster):
-    # patched and patched-nosort share one cluster: only a reloadable GUC differs
+    # one cluster per installation and io_method (postmaster-only), named by
+    # benchlib.cluster_of; patched and patched-nosort share one: only a
+    # reloadable GUC differs
     def __init__(self, name, port):
         super().__init__(name, benchlib.install_prefix(name), port, OUT)
 
     def init(self, shared_buffers_mb):
         super().init(f"""shared_buffers = {shared_buffers_mb}MB
+io_method = {benchlib.cluster_io_method(self.name)}
 max_wal_size = 50GB
 checkpoint_timeout = 1d
 autovacuum = off
@@ -179,20 +210,23 @@ def one_run(c, v, mode, scenario, run, expected):
 
 
 def fio_bandwidth(directory):
-    """The device's sequential direct-write bandwidth at 8 kB and 128 kB."""
+    """The device's sequential direct-write bandwidth (MB/s) at 128 kB, at
+    queue depth 1 (psync) and 8 (libaio): {"qd1": ..., "qd8": ...}; a queue
+    depth whose fio run failed is left out, and all without fio."""
     if not shutil.which("fio"):
         return {}
     res = {}
-    for bs in ("8k", "128k"):
+    for key, engine, depth in (("qd1", "psync", 1), ("qd8", "libaio", 8)):
         r = subprocess.run(["fio", "--name=seqwrite", f"--directory={directory}", "--rw=write",
-                            f"--bs={bs}", "--size=512M", "--direct=1", "--ioengine=psync",
-                            "--iodepth=1", "--end_fsync=1", "--output-format=terse",
+                            "--bs=128k", "--size=512M", "--direct=1", f"--ioengine={engine}",
+                            f"--iodepth={depth}", "--end_fsync=1", "--output-format=terse",
                             "--terse-version=3"], capture_output=True, text=True)
         try:
             # terse v3: field 48 is write bandwidth in KiB/s
-            res[bs] = int(r.stdout.strip().split(";")[47]) / 1024.0
+            res[key] = int(r.stdout.strip().split(";")[47]) / 1024.0
         except (IndexError, ValueError):
-            pass
+            print(f"fio at queue depth {depth} ({engine}) failed: "
+                  f"{(r.stderr or r.stdout).strip()[-300:]}", flush=True)
         for f in os.listdir(directory):
             if f.startswith("seqwrite"):
                 os.unlink(os.path.join(directory, f))
@@ -201,6 +235,12 @@ def fio_bandwidth(directory):
 
 def med(rows, key):
     return benchlib.median_of([r[key] for r in rows])
+
+
+def mb_s(rows):
+    """Checkpoint bandwidth of runs: median write_bytes / median total time, MB/s."""
+    b, tt = med(rows, "write_bytes"), med(rows, "total_s")
+    return b / 1048576 / tt if b is not None and tt else None
 
 
 def table(rows, csv_path):
@@ -217,7 +257,6 @@ def table(rows, csv_path):
             rs = [r for r in sel if r["variant"] == v]
             wr, tt, so = med(rs, "write_s"), med(rs, "total_s"), med(rs, "sort_s")
             n, b = med(rs, "writes"), med(rs, "write_bytes")
-            mbps = b / 1048576 / tt if tt else 0
             flag = "" if all(r["dirty_ok"] for r in rs) else "!"
 
             def x(key):
@@ -225,12 +264,47 @@ def table(rows, csv_path):
             print(f"{mode:8} {scenario:6} {v:15} {med(rs, 'dirty'):>8.0f}{flag:1} "
                   f"{med(rs, 'expected_dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
                   f"{wr:>8.3f} {tt:>8.3f} {benchlib.fmt(so):>7} {n:>8.0f} "
-                  f"{b / max(n, 1):>8.0f} {mbps:>7.0f} {x('write_s'):>8} {x('total_s'):>8} "
-                  f"{x('writes'):>8}")
+                  f"{b / max(n, 1):>8.0f} {benchlib.fmt(mb_s(rs), 0):>7} {x('write_s'):>8} "
+                  f"{x('total_s'):>8} {x('writes'):>8}")
     print(f"dirty = dirty buffers before the CHECKPOINT, expected = the table's blocks (all) or "
           f"those holding an updated row (random), ! = a run off expected by more than "
           f"{TOLERANCE:.0%}; MB/s = write_bytes / total time; 'x' columns = variant median / "
           f"upstream median")
+
+
+def fio_table(rows, fio, csv_path):
+    """Every variant's checkpoint bandwidth (mb_s) as a fraction of fio's at
+    queue depth 1 and 8; printed and written to csv_path."""
+    qd1, qd8 = fio.get("qd1"), fio.get("qd8")
+    print(f"device sequential write bandwidth (fio, 128 kB, direct, same run): "
+          f"queue depth 1 (psync) {benchlib.fmt(qd1, 0)} MB/s, "
+          f"queue depth 8 (libaio) {benchlib.fmt(qd8, 0)} MB/s")
+    hdr = f"{'io':8} {'scen.':6} {'variant':15} {'MB/s':>7} {'x fio QD1':>9} {'x fio QD8':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    out = []
+    for mode, scenario in [(m, sc) for m in IO_MODES for sc in SCENARIOS]:
+        for v in VARIANTS:
+            rs = [r for r in rows if r["io"] == mode and r["scenario"] == scenario
+                  and r["variant"] == v]
+            if not rs:
+                continue
+            bw = mb_s(rs)
+            f1, f8 = benchlib.ratio(bw, qd1), benchlib.ratio(bw, qd8)
+            print(f"{mode:8} {scenario:6} {v:15} {benchlib.fmt(bw, 0):>7} "
+                  f"{benchlib.fmt(f1):>9} {benchlib.fmt(f8):>9}")
+            out.append(dict(io=mode, scenario=scenario, variant=v,
+                            mb_s=benchlib.round_or_none(bw, 1),
+                            fio_qd1_mb_s=benchlib.round_or_none(qd1, 1),
+                            fio_qd8_mb_s=benchlib.round_or_none(qd8, 1),
+                            frac_qd1=benchlib.round_or_none(f1),
+                            frac_qd8=benchlib.round_or_none(f8)))
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIO_FIELDS)
+        writer.writeheader()
+        writer.writerows(out)
+    print(f"MB/s = median write_bytes / median total time; 'x fio QDn' = MB/s / fio's MB/s at "
+          f"queue depth n; CSV: {csv_path}")
 
 
 def main():
@@ -244,7 +318,14 @@ def main():
         clusters[name] = Cluster(name, benchlib.port("immediate", i))
     print(f"immediate checkpoint: table {MB} MB ({ROWS} rows), shared_buffers {sb} MB, "
           f"{RUNS} runs, I/O {IO_MODES}, scenarios {SCENARIOS}, variants {VARIANTS}")
+    print("clusters: " + ", ".join(f"{n} (io_method {benchlib.cluster_io_method(n)})"
+                                   for n in clusters))
     print(f"machine: {benchlib.machine()}; data under {OUT}")
+    mem = benchlib.mem_total_mb()
+    if mem and sb * len(clusters) > 0.6 * mem:
+        print(f"WARNING: {len(clusters)} clusters x shared_buffers {sb} MB = "
+              f"{sb * len(clusters)} MB, more than 60% of MemTotal ({mem} MB); continuing",
+              flush=True)
     expected = {}
     for c in clusters.values():
         c.init(sb)
@@ -282,8 +363,7 @@ def main():
     table(rows, csv_path)
     if fio:
         print()
-        print("device sequential write bandwidth (fio, direct, queue depth 1, same run): " +
-              ", ".join(f"{bs}: {bw:.0f} MB/s" for bs, bw in fio.items()))
+        fio_table(rows, fio, os.path.join(OUT, "immediate-fio.csv"))
     off = [r for r in rows if not r["dirty_ok"]]
     if off:
         sys.exit(f"ERROR: {len(off)} run(s) dirtied not the expected number of buffers "

@@ -44,14 +44,30 @@ def env_settings(variant, var="BENCH_SETTINGS"):
     return s
 
 
+# Variants of the series that need a cluster of their own: io_method is a
+# postmaster-only setting.  Their cluster is named like the variant.
+IO_METHOD_CLUSTERS = {"patched-sync": "sync", "patched-uring": "io_uring"}
+
+
 def cluster_of(variant):
-    """The installation a variant runs: "upstream" (unpatched) or "patched"
-    (the series; every variant but "upstream", told apart by settings)."""
-    return "upstream" if variant == "upstream" else "patched"
+    """The cluster a variant runs on: "upstream" (unpatched), a key of
+    IO_METHOD_CLUSTERS (the series with that io_method), or "patched" (the
+    series with the default io_method; every other variant, told apart by
+    reloadable settings)."""
+    if variant == "upstream" or variant in IO_METHOD_CLUSTERS:
+        return variant
+    return "patched"
+
+
+def cluster_io_method(cluster):
+    """The io_method of a cluster (a cluster_of name): "sync", "io_uring", or
+    "worker" (the default; upstream and "patched")."""
+    return IO_METHOD_CLUSTERS.get(cluster, "worker")
 
 
 def install_prefix(variant):
-    """$WORK/inst-upstream for "upstream", $WORK/inst-release for the rest."""
+    """$WORK/inst-upstream for "upstream", $WORK/inst-release for the rest
+    (every cluster of the series)."""
     inst = "inst-upstream" if cluster_of(variant) == "upstream" else "inst-release"
     return os.path.join(os.environ["WORK"], inst)
 
@@ -69,6 +85,18 @@ def port(script, i=0):
 
 def machine():
     return f"{os.cpu_count()} cores, {os.uname().release}"
+
+
+def mem_total_mb():
+    """MemTotal of /proc/meminfo in MB, or None if not readable."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def settings_conf(variant, var="BENCH_SETTINGS"):

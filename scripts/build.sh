@@ -26,6 +26,14 @@ if [ ! -f "$BLD/build.ninja" ]; then
   /usr/bin/python3 /usr/bin/meson setup "$BLD" "$SRC" --prefix="$PREFIX" $MESON_OPTS >"$WORK/meson-setup-$cfg.log" 2>&1 ||
     { tail -30 "$WORK/meson-setup-$cfg.log"; die "meson setup failed (log: $WORK/meson-setup-$cfg.log)"; }
 fi
+# A build directory configured before an option was added (e.g. liburing)
+# is brought up to date instead of silently building without it.
+if [ "$(cat "$BLD/.series-meson-opts" 2>/dev/null)" != "$MESON_OPTS" ]; then
+  # shellcheck disable=SC2086
+  /usr/bin/python3 /usr/bin/meson configure "$BLD" $MESON_OPTS >>"$WORK/meson-setup-$cfg.log" 2>&1 ||
+    { tail -30 "$WORK/meson-setup-$cfg.log"; die "meson configure failed (log: $WORK/meson-setup-$cfg.log)"; }
+  printf '%s' "$MESON_OPTS" >"$BLD/.series-meson-opts"
+fi
 msg "building $cfg ($BLD)"
 ninja -C "$BLD" ${NINJA_JOBS:+-j "$NINJA_JOBS"} >"$WORK/build-$cfg.log" 2>&1 ||
   { grep -E 'error|FAILED' "$WORK/build-$cfg.log" | head -40; die "build failed (log: $WORK/build-$cfg.log)"; }

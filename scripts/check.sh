@@ -26,7 +26,7 @@ abi_rc=0
 indent_rc=0
 bash "$TOP/scripts/pgindent.sh" --check || indent_rc=$?
 
-SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint test_checkpoint"
+SUITES="setup regress recovery pg_buffercache pg_prewarm test_aio injection_points checkpoint checkpoint_sync checkpoint_io_uring test_checkpoint pg_checkpoint_stats"
 args=()
 if [ $# -gt 0 ]; then
   args=(--suite setup "$@")

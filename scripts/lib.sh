@@ -45,7 +45,7 @@ build_config() {
       ;;
     *) die "unknown build configuration '$1' (check, release, upstream, upstream-check)";;
   esac
-  MESON_OPTS="$MESON_OPTS -Dicu=enabled -Dlz4=enabled -Dzstd=enabled -Dreadline=enabled -Dssl=none -Dnls=disabled -Dplperl=disabled -Dplpython=disabled -Dpltcl=disabled -Ddocs=disabled -Dllvm=disabled"
+  MESON_OPTS="$MESON_OPTS -Dicu=enabled -Dlz4=enabled -Dzstd=enabled -Dreadline=enabled -Dssl=none -Dnls=disabled -Dplperl=disabled -Dplpython=disabled -Dpltcl=disabled -Ddocs=disabled -Dllvm=disabled -Dliburing=enabled"
 }
 
 ensure_builder() {
