@@ -218,7 +218,10 @@ def fio_bandwidth(directory):
     res = {}
     for key, engine, depth in (("qd1", "psync", 1), ("qd8", "libaio", 8)):
         r = subprocess.run(["fio", "--name=seqwrite", f"--directory={directory}", "--rw=write",
-                            "--bs=128k", "--size=512M", "--direct=1", f"--ioengine={engine}",
+                            "--bs=128k", "--size=1G", "--direct=1", f"--ioengine={engine}",
+                            # overwrite a laid-out file, as a checkpoint overwrites
+                            # existing blocks: a fresh file measures block allocation
+                            "--overwrite=1",
                             f"--iodepth={depth}", "--end_fsync=1", "--output-format=terse",
                             "--terse-version=3"], capture_output=True, text=True)
         try:
