@@ -22,10 +22,11 @@ help:
 	@echo "make build-release  build+install the optimized patched server into work/inst-release"
 	@echo "make upstream  build+install unpatched $(PG_VERSION) into work/inst-upstream"
 	@echo "make upstream-check  build+install unpatched $(PG_VERSION), test configuration, into work/inst-upstream-check"
-	@echo "make bench     immediate-checkpoint, append-heavy pgbench p99 and FlushBuffer-heavy pgbench"
-	@echo "               benchmarks, patched vs upstream (BENCH_SCENARIOS=\"all random append flush\""
-	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py); the"
-	@echo "               immediate checkpoints run the patched server with io_method = sync, worker"
+	@echo "make bench     immediate-checkpoint, append-heavy pgbench p99, FlushBuffer-heavy pgbench"
+	@echo "               and cleanup-lock (VACUUM FREEZE loop, BufferPin waits under spread checkpoints)"
+	@echo "               benchmarks, patched vs upstream (BENCH_SCENARIOS=\"all random append flush cleanup\""
+	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py, bench_cleanup.py);"
+	@echo "               the immediate checkpoints run the patched server with io_method = sync, worker"
 	@echo "               and io_uring, and fio at queue depth 1 and 8 (128 kB direct writes)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 	@echo "make help      this list"
@@ -74,7 +75,9 @@ upstream-check:
 # bench.py (immediate checkpoints: scenarios "all", "random"), then
 # bench_append.py (append-heavy pgbench, p99 in write phases: "append"), then
 # bench_flush.py (pgbench with small shared_buffers, backends and the bgwriter
-# write: "flush"); e.g. BENCH_SCENARIOS=flush make bench runs only the last.
+# write: "flush"), then bench_cleanup.py (a VACUUM (FREEZE) loop beside
+# pgbench while spread checkpoints write, BufferPin waits sampled:
+# "cleanup"); e.g. BENCH_SCENARIOS=cleanup make bench runs only the last.
 bench:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh

@@ -53,9 +53,10 @@ median total time) as a fraction of both.
 Configuration through the environment (defaults in brackets):
   BENCH_MB [1024]        table size in MB
   BENCH_RUNS [3]         runs per variant, I/O mode and scenario
-  BENCH_SCENARIOS ["all random append flush"]   scenarios of `make bench`;
-                         "append" and "flush" are bench_append.py's and
-                         bench_flush.py's (run after this script by
+  BENCH_SCENARIOS ["all random append flush cleanup"]   scenarios of
+                         `make bench`; "append", "flush" and "cleanup" are
+                         bench_append.py's, bench_flush.py's and
+                         bench_cleanup.py's (run after this script by
                          bench.sh); without "all" and "random" this script
                          does nothing
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data

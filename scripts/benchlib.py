@@ -18,8 +18,9 @@ from datetime import datetime
 
 # Scenarios of `make bench`: "all" and "random" are bench.py's immediate
 # checkpoints, "append" is bench_append.py's append-heavy pgbench, "flush"
-# is bench_flush.py's pgbench with small shared_buffers.
-SCENARIOS = ("all", "random", "append", "flush")
+# is bench_flush.py's pgbench with small shared_buffers, "cleanup" is
+# bench_cleanup.py's VACUUM loop under spread checkpoints.
+SCENARIOS = ("all", "random", "append", "flush", "cleanup")
 
 
 def bench_scenarios():
@@ -74,8 +75,8 @@ def install_prefix(variant):
 
 # Ports: BENCH_PORT [5600] + a fixed offset per script, so that the scripts
 # never collide with each other: bench.py +0.., bench_spread.py +10/+11,
-# bench_append.py +20.., bench_flush.py +30..
-PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30}
+# bench_append.py +20.., bench_flush.py +30.., bench_cleanup.py +40..
+PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30, "cleanup": 40}
 
 
 def port(script, i=0):

@@ -1,0 +1,638 @@
+#!/usr/bin/python3
+"""Cleanup-lock waits under spread checkpoints: how long VACUUM waits for
+buffer pins (wait event BufferPin) while the checkpointer writes, unpatched
+PostgreSQL vs the patch series, per I/O mode and io_method.
+
+Question: the series writes checkpoint buffers in runs of contiguous blocks,
+asynchronously (several writes in flight, checkpoint_io_concurrency), and
+every buffer of a run stays pinned until its write completes; unpatched 18.6
+pins one buffer for one synchronous 8 kB write.  VACUUM needs a cleanup lock
+(no pin but its own) on the heap pages it prunes or freezes and on the btree
+leaf pages it scans: does it wait longer for those pins under the series?
+
+Workload: pgbench TPC-B-like (-M prepared, BENCH_CLEANUP_CLIENTS clients) at
+scale BENCH_CLEANUP_SCALE (20: ~300 MB) with shared_buffers
+BENCH_CLEANUP_SHARED_BUFFERS (512MB): the data is pg_prewarm'ed and fits, so
+the checkpointer, not evictions, writes (the table shows the buffers that
+backends and the bgwriter wrote: ~0).  Alongside, one psql session runs
+VACUUM (FREEZE, INDEX_CLEANUP ON) on pgbench_accounts, pgbench_branches and
+pgbench_tellers, over and over, back to back, timing each (psql \timing).
+FREEZE makes the VACUUM aggressive: a page with tuples to freeze that
+someone else has pinned is waited for (wait event BufferPin), not skipped.
+INDEX_CLEANUP ON keeps it from bypassing index vacuuming when there are
+dead items.  Back to back, each VACUUM of pgbench_accounts visits mostly the
+pages changed since the previous one (the visibility map skips the others):
+the dirty pages, which are those the checkpointer writes.
+Another psql session samples pg_stat_activity every BENCH_CLEANUP_SAMPLE_MS
+(5) ms for sessions with wait_event = 'BufferPin'; the waiting sessions of
+each sample times the time since the previous sample (5 ms nominal), summed,
+is the "BufferPin wait time (sampled)", in all and for the pgbench_accounts
+VACUUMs alone.  pgbench_branches (one page) and pgbench_tellers are pinned
+by pgbench's own backends nearly all the time: their waits are mostly not
+the checkpointer's, hence the separate accounts figures.  The same samples
+give the pgbench_accounts VACUUM's time per wait event (what else than
+BufferPin it waits for, e.g. BufferContent or BufferIo; "CPU": active
+without a wait event).
+
+Spread checkpoints: timed only, checkpoint_timeout BENCH_CLEANUP_TIMEOUT
+(30s, the minimum) with checkpoint_completion_target 0.9 and max_wal_size
+4GB (never reached: every checkpoint is a timed one, at a fixed pace, the
+same for every variant whatever its throughput).  The measured period starts
+when a timed checkpoint starts (the server log is watched), so with the
+default 60 s it holds two spread checkpoints of ~27 s write phase each, both
+completed in it, and the checkpointer is writing ~90% of the time; a third
+starts as the period ends.  BENCH_CLEANUP_SECONDS=120 holds four.  Data
+checksums on (initdb --data-checksums; full-page images after every
+checkpoint start), synchronous_commit = off (commits do not wait for WAL
+flushes), autovacuum off (the loop is the only VACUUM).
+
+Variants (BENCH_CLEANUP_VARIANTS) are named BUILD-IO_METHOD-IO: BUILD
+"upstream" runs work/inst-upstream, any other name (default "patched")
+work/inst-release with the BENCH_SETTINGS of BUILD and of the full variant
+name; IO_METHOD worker, io_uring or sync (io_method); IO buffered or direct
+(debug_io_direct = 'data': every write waits for the device).  Default: both
+builds x worker, io_uring x buffered, direct = 8 variants.  Each variant has
+its own cluster (ports BENCH_PORT + 40, + 41, ...: io_method and
+debug_io_direct are postmaster settings), with identical settings apart from
+those; only one server runs at a time.  io_uring variants whose server does
+not start (a kernel or container without io_uring) are skipped with a
+message, in the output and in the table's header.
+
+Runs are interleaved: for run k, every variant once, the list rotated by
+k - 1 (run 1 in the listed order, run 2 from the second variant, ...).  A
+run: start the server, pgbench -i (identical data for every run and
+variant), pg_prewarm, CHECKPOINT, then the VACUUM loop and the workload,
+unmeasured (warm-up), until the next timed checkpoint starts (~30 s; the
+loop's first VACUUMs, which find every page changed since the load, fall
+into it), then BENCH_CLEANUP_SECONDS measured seconds of pgbench, the loop
+going on, and the sampler; then the checkpoints (pg_stat_checkpointer
+num_done; buffers and write-phase seconds from the log), pg_stat_io (reset
+at the start of the period), stop the server.  Only VACUUMs that started
+and finished within the period count; the one still running at its end is
+waited for (its excess is vac_tail_ms in the CSV) and, if it has not
+finished BENCH_CLEANUP_STUCK (120) s later (a wake-up lost?), it is
+cancelled, the run is flagged (vac_stuck = 1, "!" in the table) and the
+script exits with status 1 after the table.
+
+Output: work/bench/cleanup-<date>.csv (one row per run) and
+work/bench/cleanup-<date>.txt, the table (also printed): medians per variant
+over the runs of tps, BufferPin wait (ms, sampled; all and accounts),
+number of pgbench_accounts VACUUMs and their median and max time (ms), the
+max time of the small tables' VACUUMs, checkpoints completed, checkpoint
+write-phase seconds, buffers written by others than the checkpointer, and
+the share of the CPU taken by other load (a noisy run); then, for each
+variant that is not upstream, the ratios to upstream with the same io_method
+and I/O mode (ratio of the medians) of tps, BufferPin wait (all, accounts)
+and VACUUM median and max, and the per-run ratios of BufferPin wait and
+VACUUM max (run k of the variant / run k of its upstream), and the
+pgbench_accounts VACUUM's time per wait event (top six, mean of the runs;
+vac_waits in the CSV).  Cluster data and server logs are under
+work/bench/cleanup/, with every VACUUM of each run (warm-up included:
+table, start and end in seconds from the start of the measured period, ms)
+in vacuums-<variant>-run<k>.csv.
+
+`make bench` runs this after bench.py, bench_append.py and bench_flush.py;
+BENCH_SCENARIOS selects: "cleanup" runs only this one, a list without
+"cleanup" skips it, as does BENCH_CLEANUP_RUNS=0.  Environment (defaults in
+brackets):
+  BENCH_CLEANUP_RUNS [3]          runs per variant
+  BENCH_CLEANUP_SECONDS [60]      measured seconds per run
+  BENCH_CLEANUP_CLIENTS [4]       pgbench -c (-j: min(clients, cores))
+  BENCH_CLEANUP_SCALE [20]        pgbench scale
+  BENCH_CLEANUP_SHARED_BUFFERS [512MB]
+  BENCH_CLEANUP_TIMEOUT [30s]     checkpoint_timeout
+  BENCH_CLEANUP_SAMPLE_MS [5]     pg_stat_activity sampling interval
+  BENCH_CLEANUP_STUCK [120]       seconds a VACUUM may run past the period
+  BENCH_CLEANUP_VARIANTS ["upstream-worker-buffered patched-worker-buffered
+      upstream-io_uring-buffered patched-io_uring-buffered
+      upstream-worker-direct patched-worker-direct
+      upstream-io_uring-direct patched-io_uring-direct"]
+  BENCH_SETTINGS                  extra settings per BUILD or variant, as
+                                  for bench.py, e.g.
+                                  "patched:checkpoint_io_concurrency=4"
+  BENCH_PORT [5600]               base port (this script: + 40, + 41, ...)
+One run takes BENCH_CLEANUP_SECONDS + ~40 s (load, CHECKPOINT, the wait for
+the timed checkpoint, shutdown); the defaults (8 variants x 3 runs) about
+40 minutes, and the clusters keep ~1.1 GB each (data and recycled WAL).
+With --table FILE.csv (and WORK set): print the table again from that CSV.
+"""
+
+import csv
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime
+
+import benchlib
+from benchlib import fmt, ratio, round_or_none
+
+WORK = os.environ["WORK"]
+BENCH = os.path.join(WORK, "bench")
+OUT = os.path.join(BENCH, "cleanup")
+RUNS = int(os.environ.get("BENCH_CLEANUP_RUNS", "3"))
+SECONDS = int(os.environ.get("BENCH_CLEANUP_SECONDS", "60"))
+CLIENTS = int(os.environ.get("BENCH_CLEANUP_CLIENTS", "4"))
+JOBS = max(1, min(CLIENTS, os.cpu_count() or 1))
+SCALE = int(os.environ.get("BENCH_CLEANUP_SCALE", "20"))
+SHARED_BUFFERS = os.environ.get("BENCH_CLEANUP_SHARED_BUFFERS", "512MB")
+TIMEOUT = os.environ.get("BENCH_CLEANUP_TIMEOUT", "30s")
+SAMPLE_MS = float(os.environ.get("BENCH_CLEANUP_SAMPLE_MS", "5"))
+STUCK = int(os.environ.get("BENCH_CLEANUP_STUCK", "120"))
+VARIANTS = os.environ.get(
+    "BENCH_CLEANUP_VARIANTS",
+    "upstream-worker-buffered patched-worker-buffered "
+    "upstream-io_uring-buffered patched-io_uring-buffered "
+    "upstream-worker-direct patched-worker-direct "
+    "upstream-io_uring-direct patched-io_uring-direct").split()
+IO_METHODS = ("worker", "io_uring", "sync")
+IO_MODES = ("buffered", "direct")
+ACCOUNTS = "pgbench_accounts"
+SMALL = ("pgbench_branches", "pgbench_tellers")
+VACUUM = "VACUUM (FREEZE, INDEX_CLEANUP ON) {}"
+# a sample: sessions waiting on BufferPin, those of them that are the
+# pgbench_accounts VACUUM, and what that VACUUM does ("CPU": active without a
+# wait event; "-": not running)
+ACC = "query LIKE 'VACUUM%pgbench_accounts%'"
+SAMPLE = ("SELECT count(*) FILTER (WHERE wait_event = 'BufferPin'), "
+          f"count(*) FILTER (WHERE wait_event = 'BufferPin' AND {ACC}), "
+          "coalesce(max(coalesce(wait_event_type || ':' || wait_event, 'CPU')) "
+          f"FILTER (WHERE application_name = 'bench_cleanup_vacuum' AND state = 'active' "
+          f"AND {ACC}), '-') FROM pg_stat_activity;\n")
+PREWARM = """CREATE EXTENSION IF NOT EXISTS pg_prewarm;
+SELECT sum(pg_prewarm(c)) FROM unnest(ARRAY['pgbench_accounts', 'pgbench_accounts_pkey',
+  'pgbench_branches', 'pgbench_tellers', 'pgbench_branches_pkey', 'pgbench_tellers_pkey',
+  'pgbench_history']::regclass[]) c"""
+# the processes that are not the checkpointer: with the data in
+# shared_buffers, the buffers they write (pg_stat_io) stay near 0
+OTHER_WRITERS = ("client backend", "background writer")
+MARK = "__bench_cleanup_done__"
+FIELDS = ["run", "variant", "build", "io_method", "io", "position", "tps", "lat_ms",
+          "transactions", "period_s", "pin_ms", "pin_accounts_ms", "pin_samples",
+          "sample_interval_ms", "vacuums", "vac_med_ms", "vac_max_ms", "small_vacuums",
+          "small_vac_med_ms", "small_vac_max_ms", "vac_tail_ms", "vac_stuck", "vac_waits",
+          "checkpoints", "ckpt_buffers", "ckpt_write_s", "other_writes", "cpu_share",
+          "other_cpu_share"]
+
+
+def parse_variant(v):
+    """BUILD-IO_METHOD-IO -> dict(build, io_method, io); exits on a bad name."""
+    parts = v.rsplit("-", 2)
+    if len(parts) != 3 or not parts[0] or parts[1] not in IO_METHODS or parts[2] not in IO_MODES:
+        sys.exit(f"BENCH_CLEANUP_VARIANTS: '{v}' is not BUILD-IO_METHOD-IO with IO_METHOD one "
+                 f"of {' '.join(IO_METHODS)} and IO one of {' '.join(IO_MODES)}")
+    return dict(build=parts[0], io_method=parts[1], io=parts[2])
+
+
+def base_of(v):
+    """The upstream variant that 'v' (a variant of the series) compares with:
+    same io_method and I/O mode; None for an upstream variant."""
+    s = parse_variant(v)
+    return None if s["build"] == "upstream" else f"upstream-{s['io_method']}-{s['io']}"
+
+
+class Cluster(benchlib.Cluster):
+    def __init__(self, v, port):
+        self.spec = parse_variant(v)
+        super().__init__(v, benchlib.install_prefix(self.spec["build"]), port, OUT)
+
+    def init(self):
+        settings = benchlib.env_settings(self.spec["build"])
+        settings.update(benchlib.env_settings(self.name))
+        extra = "".join(f"{k} = '{val}'\n" for k, val in settings.items())
+        if self.spec["io"] == "direct":
+            extra = "debug_io_direct = 'data'\n" + extra
+        super().init(f"""shared_buffers = {SHARED_BUFFERS}
+io_method = {self.spec['io_method']}
+max_wal_size = 4GB
+checkpoint_timeout = {TIMEOUT}
+checkpoint_completion_target = 0.9
+synchronous_commit = off
+autovacuum = off
+{benchlib.LOG_SETTINGS}{extra}""")
+
+    def try_start(self):
+        """Start and stop the server once; None if it started, else the end
+        of its log (e.g. io_uring not permitted here)."""
+        offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
+        try:
+            self.pg_ctl("start")
+        except subprocess.CalledProcessError:
+            self.stop_if_running()
+            return "\n".join(benchlib.log_lines(self.log, offset)[-5:])
+        self.pg_ctl("stop")
+        return None
+
+    def other_writes(self):
+        """Buffers written by OTHER_WRITERS so far, in all I/O contexts."""
+        return sum(b for _, b in self.io_writes(OTHER_WRITERS, context=None).values()) // 8192
+
+    def checkpoints_done(self):
+        return int(self.psql("SELECT num_done FROM pg_stat_checkpointer"))
+
+    def session(self, appname, stderr):
+        """A psql session fed through stdin, one line of output per query."""
+        return subprocess.Popen([self.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"],
+                                env=dict(self.env(), PGAPPNAME=appname), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
+
+
+def end_session(p):
+    """Close a session's stdin and reap it (killed if it does not end)."""
+    try:
+        p.stdin.close()
+    except OSError:
+        pass
+    try:
+        p.wait(10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+class PinSampler:
+    """A psql session polling pg_stat_activity every SAMPLE_MS ms for sessions
+    waiting on BufferPin until stop(); sums waiting sessions x time since the
+    previous sample (ms), in all and for the pgbench_accounts VACUUMs, and
+    the time (ms) of that VACUUM per wait event (waits)."""
+
+    def __init__(self, c, errfile):
+        self.p = c.session("bench_cleanup_sampler", errfile)
+        self.pin_ms = self.accounts_ms = 0.0
+        self.waits = {}
+        self.samples, self.error = 0, None
+        self.stop_ev = threading.Event()
+        self.t0 = time.monotonic()
+        self.th = threading.Thread(target=self.loop)
+        self.th.start()
+
+    def loop(self):
+        interval = SAMPLE_MS / 1000
+        prev = nxt = self.t0
+        while not self.stop_ev.is_set():
+            try:
+                self.p.stdin.write(SAMPLE)
+                self.p.stdin.flush()
+                line = self.p.stdout.readline()
+            except OSError as e:
+                self.error = str(e)
+                return
+            if not line:
+                self.error = "the sampling psql ended"
+                return
+            now = time.monotonic()
+            total, accounts, what = line.rstrip("\n").split("|")
+            dt = (now - prev) * 1000
+            self.pin_ms += int(total) * dt
+            self.accounts_ms += int(accounts) * dt
+            if what != "-":
+                self.waits[what] = self.waits.get(what, 0.0) + dt
+            self.samples += 1
+            prev = now
+            nxt += interval
+            if nxt < now:       # behind (a busy machine): no burst to catch up
+                nxt = now
+            time.sleep(max(0.0, nxt - time.monotonic()))
+        self.t1 = prev
+
+    def stop(self):
+        self.stop_ev.set()
+        self.th.join()
+        end_session(self.p)
+        if self.error:
+            sys.exit(f"BufferPin sampler failed: {self.error}")
+        return self.pin_ms, self.accounts_ms, self.samples, self.waits
+
+
+class VacuumLoop:
+    """A psql session running VACUUM (FREEZE, INDEX_CLEANUP ON) on
+    pgbench_accounts, _branches and _tellers, over and over, until stop();
+    done = [(table, start epoch, end epoch, ms)] with psql's \\timing."""
+
+    def __init__(self, c, errfile):
+        self.c = c
+        self.p = c.session("bench_cleanup_vacuum", errfile)
+        self.p.stdin.write("SELECT pg_backend_pid();\n\\timing on\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        if not line.strip().isdigit():
+            sys.exit(f"VACUUM session on {c.name} failed to start (see {OUT}/psql-errors.log)")
+        self.pid = int(line)
+        self.done, self.current, self.error, self.cancelled = [], None, None, False
+        self.stop_ev = threading.Event()
+        self.th = threading.Thread(target=self.loop)
+        self.th.start()
+
+    def loop(self):
+        while not self.stop_ev.is_set():
+            for table in (ACCOUNTS,) + SMALL:
+                if self.stop_ev.is_set():
+                    return
+                self.current = (table, time.time())
+                ms = None
+                try:
+                    self.p.stdin.write(VACUUM.format(table) + ";\n\\echo " + MARK + "\n")
+                    self.p.stdin.flush()
+                    while True:
+                        line = self.p.stdout.readline()
+                        if not line or line.strip() == MARK:
+                            break
+                        m = re.match(r"Time: ([\d.]+) ms", line)
+                        if m:
+                            ms = float(m.group(1))
+                except OSError as e:
+                    line = ""
+                    self.error = str(e)
+                if not line:
+                    if not self.cancelled and not self.error:
+                        self.error = "the VACUUM psql ended"
+                    return
+                self.done.append((table, self.current[1], time.time(), ms))
+                self.current = None
+
+    def stop(self, t1):
+        """Stop after the running VACUUM; cancel it if it runs STUCK s past
+        t1 (epoch).  Returns whether it was cancelled."""
+        self.stop_ev.set()
+        self.th.join(max(0.0, t1 + STUCK - time.time()))
+        if self.th.is_alive():
+            self.cancelled = True
+            print(f"  !! {self.current[0] if self.current else 'VACUUM'} still running "
+                  f"{STUCK} s after the measured period: cancelled (pid {self.pid})", flush=True)
+            self.c.psql(f"SELECT pg_cancel_backend({self.pid})")
+            self.th.join()
+        end_session(self.p)
+        if self.error:
+            sys.exit(f"VACUUM loop failed: {self.error} (see {OUT}/psql-errors.log)")
+        return self.cancelled
+
+
+def wait_timed_checkpoint(c, offset, pgb, limit):
+    """Wait until the log shows a timed checkpoint starting after byte
+    'offset'; exits if none within 'limit' seconds or if 'pgb' ended."""
+    t_end = time.monotonic() + limit
+    while time.monotonic() < t_end:
+        for line in benchlib.log_lines(c.log, offset):
+            m = benchlib.START.match(line)
+            if m and "time" in m.group(2).split():
+                return
+        if pgb.poll() is not None:
+            sys.exit(f"warm-up pgbench on {c.name} ended early: {pgb.stderr.read()[-2000:]}")
+        time.sleep(0.05)
+    sys.exit(f"no timed checkpoint started within {limit} s on {c.name} (log {c.log})")
+
+
+def client_cpu():
+    """CPU seconds of our finished child processes: pgbench, psql."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def machine_busy():
+    """CPU seconds that the machine's CPUs spent not idle (/proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest is in user)
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def timeout_seconds():
+    m = re.fullmatch(r"(\d+)\s*(s|min)?", TIMEOUT.strip())
+    if not m:
+        sys.exit(f"BENCH_CLEANUP_TIMEOUT: seconds (30s) or minutes (1min), not {TIMEOUT}")
+    return int(m.group(1)) * (60 if m.group(2) == "min" else 1)
+
+
+def vac_stats(done, tables, t0, t1):
+    """Number, median and max time (ms) of the VACUUMs of 'tables' that
+    started at t0 or later and finished by t1 (epoch)."""
+    ms = [d[3] for d in done
+          if d[0] in tables and d[1] >= t0 and d[2] <= t1 and d[3] is not None]
+    return (len(ms), round_or_none(benchlib.median_of(ms), 1),
+            round_or_none(max(ms), 1) if ms else None)
+
+
+def one_run(c, rep, position):
+    c.pg_ctl("start")
+    errlog = open(os.path.join(OUT, "psql-errors.log"), "a")
+    try:
+        c.pgbench("-i", "-q", "-s", str(SCALE))
+        c.psql(PREWARM)
+        c.psql("CHECKPOINT")
+        common = ["-M", "prepared", "-c", str(CLIENTS), "-j", str(JOBS), "-n"]
+        sampler = vac = None
+        try:
+            # the VACUUM loop runs through the warm-up too: the VACUUMs of
+            # the measured period each find only what changed since the
+            # previous one, as in a steady state
+            vac = VacuumLoop(c, errlog)
+            # warm-up until the next timed checkpoint starts, so that the
+            # measured period starts with a spread checkpoint
+            offset = os.path.getsize(c.log)
+            limit = timeout_seconds() + 30
+            warm = subprocess.Popen([c.bin("pgbench")] + common + ["-T", str(limit + 30)],
+                                    env=c.env(), stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.PIPE, text=True)
+            try:
+                wait_timed_checkpoint(c, offset, warm, limit)
+            finally:
+                warm.terminate()
+                warm.wait()
+                warm.stderr.close()
+            c.psql("SELECT pg_stat_reset_shared('io')")
+            done0 = c.checkpoints_done()
+            cpu0, busy0 = c.cpu_seconds() + client_cpu(), machine_busy()
+            sampler = PinSampler(c, errlog)
+            t0 = time.time()
+            out = c.pgbench(*common, "-T", str(SECONDS)).stdout
+            t1 = time.time()
+            pin_ms, pin_accounts_ms, samples, waits = sampler.stop()
+            done1 = c.checkpoints_done()
+            ncpu = os.cpu_count() or 1
+            cpu_share = (c.cpu_seconds() + client_cpu() - cpu0) / (time.time() - t0) / ncpu
+            busy_share = (machine_busy() - busy0) / (time.time() - t0) / ncpu
+            stuck = vac.stop(t1)
+            tail_s = time.time() - t1
+        except BaseException:
+            # end the sessions without waiting for their results
+            for s in (sampler, vac):
+                if s is not None and s.th.is_alive():
+                    s.stop_ev.set()
+                    s.p.kill()
+            raise
+        time.sleep(1.5)     # backends' I/O statistics reach pg_stat_io within a second
+        other = c.other_writes()
+    finally:
+        c.pg_ctl("stop")
+        errlog.close()
+    ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
+    # every VACUUM of the run, the warm-up's included, for a closer look
+    with open(os.path.join(OUT, f"vacuums-{c.name}-run{rep}.csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["table", "start_s", "end_s", "ms", "in_period"])
+        for table, start, end, ms in vac.done:
+            w.writerow([table, round(start - t0, 3), round(end - t0, 3), ms,
+                        int(start >= t0 and end <= t1)])
+    n, med, mx = vac_stats(vac.done, (ACCOUNTS,), t0, t1)
+    sn, smed, smx = vac_stats(vac.done, SMALL, t0, t1)
+    row = dict(run=rep, variant=c.name, **c.spec, position=position,
+               **benchlib.pgbench_summary(out), period_s=round(t1 - t0, 1),
+               pin_ms=round(pin_ms, 1), pin_accounts_ms=round(pin_accounts_ms, 1),
+               pin_samples=samples,
+               sample_interval_ms=round((t1 - t0) * 1000 / samples, 2) if samples else None,
+               vacuums=n, vac_med_ms=med, vac_max_ms=mx, small_vacuums=sn,
+               small_vac_med_ms=smed, small_vac_max_ms=smx, vac_tail_ms=round(tail_s * 1000),
+               vac_stuck=int(stuck),
+               vac_waits=";".join(f"{k}={v:.0f}" for k, v in
+                                  sorted(waits.items(), key=lambda kv: -kv[1])),
+               checkpoints=done1 - done0,
+               ckpt_buffers=sum(k["buffers"] for k in ckpts if k["complete"] and k["end"] <= t1),
+               ckpt_write_s=round(sum(max(0, min(k["write_end"], t1) - max(k["start"], t0))
+                                      for k in ckpts), 1),
+               other_writes=other, cpu_share=round(cpu_share, 3),
+               other_cpu_share=round(max(0, busy_share - cpu_share), 3))
+    benchlib.print_run(row)
+    return row
+
+
+def run_all(clusters, csv_path):
+    """Initialize the clusters, drop the io_uring ones whose server does not
+    start, then RUNS rounds, run k over every cluster in the list rotated by
+    k - 1; rows are written to csv_path as they come.  Every server is
+    stopped at the end, also on an error or SIGTERM.  Returns (rows,
+    skipped variants)."""
+    # SIGTERM ends like ^C: the finally clause stops the servers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    rows, skipped = [], []
+    try:
+        for c in clusters:
+            c.stop_if_running()     # left over from an interrupted run
+            c.init()
+        for c in clusters:
+            if c.spec["io_method"] == "io_uring":
+                err = c.try_start()
+                if err is not None:
+                    print(f"{c.name}: the server does not start with io_method = io_uring, "
+                          f"skipped; its log ends:\n{err}", flush=True)
+                    skipped.append(c.name)
+        active = [c for c in clusters if c.name not in skipped]
+        if not active:
+            sys.exit("no variant left to run")
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
+            writer.writeheader()
+            for rep in range(1, RUNS + 1):
+                k = (rep - 1) % len(active)
+                for pos, c in enumerate(active[k:] + active[:k], 1):
+                    print(f"run {rep}: {c.name}", flush=True)
+                    rows.append(one_run(c, rep, pos))
+                    writer.writerow(rows[-1])
+                    f.flush()
+    finally:
+        for c in clusters:
+            c.stop_if_running()
+    return rows, skipped
+
+
+def table(rows, header):
+    """Medians per variant; ratios to the upstream variant with the same
+    io_method and I/O mode."""
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    cols = [("tps", "tps", 0), ("pin_ms", "pin ms", 0), ("pin_accounts_ms", "pin acc", 0),
+            ("vacuums", "vacs", 0), ("vac_med_ms", "vac med", 1), ("vac_max_ms", "vac max", 1),
+            ("small_vac_max_ms", "sm max", 1), ("checkpoints", "ckpts", 0),
+            ("ckpt_write_s", "ckpt s", 0), ("other_writes", "oth.wr", 0),
+            ("other_cpu_share", "oth.cpu", 2)]
+    xcols = [("tps", "x tps"), ("pin_ms", "x pin"), ("pin_accounts_ms", "x pin acc"),
+             ("vac_med_ms", "x vac med"), ("vac_max_ms", "x vac max")]
+    med = {v: {k: benchlib.median_of([r[k] for r in rows if r["variant"] == v])
+               for k, _, _ in cols} for v in variants}
+    stuck = {v for v in variants for r in rows if r["variant"] == v and r["vac_stuck"]}
+    w = max(len(v) for v in variants) + 1
+    lines = [header, "", f"{'variant':{w}} " + " ".join(f"{h:>7}" for _, h, _ in cols) + " " +
+             " ".join(f"{h:>9}" for _, h in xcols)]
+    lines.append("-" * len(lines[-1]))
+    for v in variants:
+        b = med.get(base_of(v))
+        lines.append(f"{v + ('!' if v in stuck else ''):{w}} " +
+                     " ".join(f"{fmt(med[v][k], d):>7}" for k, _, d in cols) + " " +
+                     " ".join(f"{fmt(ratio(med[v][k], b[k]) if b else None):>9}"
+                              for k, _ in xcols))
+    lines.append("")
+    for v in variants:
+        b = base_of(v)
+        if b in med:
+            lines.append(f"{v} / {b} per run: pin ms " +
+                         " ".join(fmt(x) for x in benchlib.paired_ratios(rows, v, "pin_ms",
+                                                                         base=b)) +
+                         "; vac max " +
+                         " ".join(fmt(x) for x in benchlib.paired_ratios(rows, v, "vac_max_ms",
+                                                                         base=b)))
+    lines.append("pgbench_accounts VACUUM, sampled time per wait event (ms per run, mean; CPU: "
+                 "active without a wait event):")
+    for v in variants:
+        vr = [r for r in rows if r["variant"] == v]
+        tot = {}
+        for r in vr:
+            for item in (r["vac_waits"] or "").split(";"):
+                if "=" in item:
+                    k, ms = item.rsplit("=", 1)
+                    tot[k] = tot.get(k, 0.0) + float(ms) / len(vr)
+        top = sorted(tot.items(), key=lambda kv: -kv[1])[:6]
+        lines.append(f"  {v:{w}} " + ", ".join(f"{k} {ms:.0f}" for k, ms in top))
+    lines.append(f"medians of {len({r['run'] for r in rows})} runs.  pin ms: time sessions "
+                 f"waited on BufferPin (sampled every {SAMPLE_MS:g} ms: waiting sessions x "
+                 f"time between samples), pin acc: of the pgbench_accounts VACUUMs; vacs, vac "
+                 f"med, vac max: VACUUM (FREEZE, INDEX_CLEANUP ON) pgbench_accounts started "
+                 f"and finished in the measured period, number, median and max ms; sm max: "
+                 f"max ms of those of pgbench_branches and _tellers; ckpts: checkpoints "
+                 f"completed in the period (pg_stat_checkpointer num_done), ckpt s: seconds "
+                 f"of it in checkpoint write "
+                 f"phases; oth.wr: buffers written by backends and the bgwriter (~0: the "
+                 f"checkpointer writes); oth.cpu: share of the machine's CPU taken by other "
+                 f"load (a noisy run); x: variant median / median of upstream with the same "
+                 f"io_method and I/O mode; per run: run k / run k of that upstream; "
+                 f"! = a VACUUM still running {STUCK} s after the period, cancelled")
+    return "\n".join(lines)
+
+
+def main():
+    if sys.argv[1:2] == ["--table"] and len(sys.argv) == 3:
+        print(table(benchlib.read_csv(sys.argv[2]), "(from " + sys.argv[2] + ")"))
+        return
+    if "cleanup" not in benchlib.bench_scenarios() or RUNS <= 0:
+        print("cleanup-lock waits: not selected (BENCH_SCENARIOS, BENCH_CLEANUP_RUNS), skipped")
+        return
+    benchlib.check_variants(VARIANTS, "BENCH_CLEANUP_VARIANTS")
+    for v in VARIANTS:
+        parse_variant(v)
+    timeout_seconds()
+    os.makedirs(OUT, exist_ok=True)
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    csv_path = os.path.join(BENCH, f"cleanup-{stamp}.csv")
+    header = (f"cleanup-lock waits: TPC-B-like pgbench -M prepared -c {CLIENTS} -j {JOBS}, "
+              f"scale {SCALE}, shared_buffers {SHARED_BUFFERS} (prewarmed), + a VACUUM (FREEZE, "
+              f"INDEX_CLEANUP ON) loop over pgbench_accounts, _branches, _tellers; {SECONDS} s "
+              f"per run from the start of a timed checkpoint, checkpoint_timeout {TIMEOUT}, "
+              f"checkpoint_completion_target 0.9, max_wal_size 4GB, synchronous_commit off; "
+              f"{RUNS} runs interleaved (rotated); machine: {benchlib.machine()}")
+    print(header, flush=True)
+    clusters = [Cluster(v, benchlib.port("cleanup", i)) for i, v in enumerate(VARIANTS)]
+    start = time.monotonic()
+    rows, skipped = run_all(clusters, csv_path)
+    if skipped:
+        header += f"\nskipped (io_method = io_uring does not start here): {' '.join(skipped)}"
+    benchlib.report(table(rows, header), start, csv_path, csv_path[:-4] + ".txt")
+    stuck = [r for r in rows if r["vac_stuck"]]
+    if stuck:
+        sys.exit(f"ERROR: {len(stuck)} run(s) with a VACUUM still running {STUCK} s after the "
+                 f"measured period (cancelled; vac_stuck = 1 in {csv_path}): " +
+                 ", ".join(f"{r['variant']} run {r['run']}" for r in stuck))
+
+
+if __name__ == "__main__":
+    main()
