@@ -72,7 +72,6 @@ WORK set): print the table again from work/bench/append.csv.
 """
 
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -184,20 +183,6 @@ class WaitSampler:
         return self.samples
 
 
-def client_cpu():
-    """CPU seconds of our finished child processes: pgbench, psql."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def machine_busy():
-    """CPU seconds that the machine's CPUs spent not idle (/proc/stat)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal (guest is in user)
-    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def one_run(c, rep):
     c.pg_ctl("start")
     try:
@@ -217,7 +202,7 @@ def one_run(c, rep):
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
         other0 = c.other_writes()
-        cpu0, busy0 = c.cpu_seconds() + client_cpu(), machine_busy()
+        cpu0, busy0 = c.cpu_seconds() + benchlib.client_cpu(), benchlib.machine_busy()
         sampler = WaitSampler(c)
         t0 = time.time()
         try:
@@ -227,8 +212,8 @@ def one_run(c, rep):
             t1 = time.time()
             samples = sampler.stop()
         ncpu = os.cpu_count() or 1
-        cpu_share = (c.cpu_seconds() + client_cpu() - cpu0) / (t1 - t0) / ncpu
-        busy_share = (machine_busy() - busy0) / (t1 - t0) / ncpu
+        cpu_share = (c.cpu_seconds() + benchlib.client_cpu() - cpu0) / (t1 - t0) / ncpu
+        busy_share = (benchlib.machine_busy() - busy0) / (t1 - t0) / ncpu
         time.sleep(1.5)     # backends' I/O statistics reach pg_stat_io within a second
         other = c.other_writes() - other0
     finally:

@@ -120,7 +120,6 @@ With --table FILE.csv (and WORK set): print the table again from that CSV.
 import csv
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -386,20 +385,6 @@ def wait_timed_checkpoint(c, offset, pgb, limit):
     sys.exit(f"no timed checkpoint started within {limit} s on {c.name} (log {c.log})")
 
 
-def client_cpu():
-    """CPU seconds of our finished child processes: pgbench, psql."""
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-def machine_busy():
-    """CPU seconds that the machine's CPUs spent not idle (/proc/stat)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    # user nice system idle iowait irq softirq steal (guest is in user)
-    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def timeout_seconds():
     m = re.fullmatch(r"(\d+)\s*(s|min)?", TIMEOUT.strip())
     if not m:
@@ -445,7 +430,7 @@ def one_run(c, rep, position):
                 warm.stderr.close()
             c.psql("SELECT pg_stat_reset_shared('io')")
             done0 = c.checkpoints_done()
-            cpu0, busy0 = c.cpu_seconds() + client_cpu(), machine_busy()
+            cpu0, busy0 = c.cpu_seconds() + benchlib.client_cpu(), benchlib.machine_busy()
             sampler = PinSampler(c, errlog)
             t0 = time.time()
             out = c.pgbench(*common, "-T", str(SECONDS)).stdout
@@ -453,8 +438,8 @@ def one_run(c, rep, position):
             pin_ms, pin_accounts_ms, samples, waits = sampler.stop()
             done1 = c.checkpoints_done()
             ncpu = os.cpu_count() or 1
-            cpu_share = (c.cpu_seconds() + client_cpu() - cpu0) / (time.time() - t0) / ncpu
-            busy_share = (machine_busy() - busy0) / (time.time() - t0) / ncpu
+            cpu_share = (c.cpu_seconds() + benchlib.client_cpu() - cpu0) / (time.time() - t0) / ncpu
+            busy_share = (benchlib.machine_busy() - busy0) / (time.time() - t0) / ncpu
             stuck = vac.stop(t1)
             tail_s = time.time() - t1
         except BaseException:

@@ -8,6 +8,7 @@ their write phases from the server log, transaction latencies from pgbench
 import csv
 import os
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -215,6 +216,20 @@ class Cluster:
             f.write(f"\nport = {self.port}\nlisten_addresses = 'localhost'\n"
                     f"unix_socket_directories = ''\n")
             f.write(settings)
+
+
+def client_cpu():
+    """CPU seconds of our finished child processes: pgbench, psql."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def machine_busy():
+    """CPU seconds that the machine's CPUs spent not idle (/proc/stat)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest is in user)
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def run_interleaved(clusters, runs, one_run, csv_path, fields):
