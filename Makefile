@@ -25,10 +25,12 @@ help:
 	@echo "make bench     immediate-checkpoint, append-heavy pgbench p99, FlushBuffer-heavy pgbench"
 	@echo "               and cleanup-lock (VACUUM FREEZE loop, BufferPin waits under spread checkpoints)"
 	@echo "               benchmarks, patched vs upstream (BENCH_SCENARIOS=\"all random append flush cleanup\""
-	@echo "               selects; see scripts/bench.py, bench_append.py, bench_flush.py, bench_cleanup.py);"
+	@echo "               selects; see scripts/bench_immediate.py, bench_append.py, bench_flush.py,"
+	@echo "               bench_cleanup.py; settings: README.md, Benchmarking);"
 	@echo "               the immediate checkpoints run the patched server with io_method = sync, worker"
 	@echo "               and io_uring, and fio at queue depth 1 and 8 (128 kB direct writes)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
+	@echo "               (scripts/bench_spread.py, BENCH_SPREAD_* settings)"
 	@echo "make help      this list"
 
 demo:
@@ -72,7 +74,7 @@ upstream:
 upstream-check:
 	@bash $(SCRIPTS)/build.sh upstream-check
 
-# bench.py (immediate checkpoints: scenarios "all", "random"), then
+# bench_immediate.py (immediate checkpoints: scenarios "all", "random"), then
 # bench_append.py (append-heavy pgbench, p99 in write phases: "append"), then
 # bench_flush.py (pgbench with small shared_buffers, backends and the bgwriter
 # write: "flush"), then bench_cleanup.py (a VACUUM (FREEZE) loop beside

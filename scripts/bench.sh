@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Build unpatched upstream and the patched release build from the same
-# tarball, then run on both the immediate-checkpoint benchmark (bench.py),
+# `make bench` and `make bench-spread`: build unpatched upstream and the
+# patched release build from the same tarball, then run on both the
+# immediate-checkpoint benchmark (bench_immediate.py),
 # the append-heavy pgbench p99 benchmark (bench_append.py), the
 # FlushBuffer-heavy pgbench benchmark (bench_flush.py) and the cleanup-lock
 # benchmark (bench_cleanup.py: a VACUUM (FREEZE) loop beside pgbench under
 # spread checkpoints, BufferPin waits sampled); BENCH_SCENARIOS selects
-# among "all random" (bench.py), "append" (bench_append.py), "flush"
+# among "all random" (bench_immediate.py), "append" (bench_append.py), "flush"
 # (bench_flush.py) and "cleanup" (bench_cleanup.py).  A benchmark that
 # fails does not keep the others from running; the script then exits with
 # its status.
@@ -20,7 +21,7 @@ if [ "${1:-}" = "--spread" ]; then
   exec /usr/bin/python3 "$TOP/scripts/bench_spread.py" "$@"
 fi
 rc=0
-/usr/bin/python3 "$TOP/scripts/bench.py" "$@" || rc=$?
+/usr/bin/python3 "$TOP/scripts/bench_immediate.py" "$@" || rc=$?
 /usr/bin/python3 "$TOP/scripts/bench_append.py" || rc=$?
 /usr/bin/python3 "$TOP/scripts/bench_flush.py" || rc=$?
 /usr/bin/python3 "$TOP/scripts/bench_cleanup.py" || rc=$?

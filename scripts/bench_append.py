@@ -45,9 +45,10 @@ within each run (run k of patched / run k of upstream).  Cluster data,
 server logs and each variant's last pgbench logs are under
 work/bench/append/.
 
-`make bench` runs this after bench.py; BENCH_SCENARIOS (see bench.py)
-selects: "append" runs only this one, a list without "append" skips it, as
-does BENCH_APPEND_RUNS=0.  Environment (defaults in brackets):
+`make bench` runs this after bench_immediate.py; BENCH_SCENARIOS selects:
+"append" runs only this one, a list without "append" skips it, as does
+BENCH_APPEND_RUNS=0.  Environment (defaults in brackets; BENCH_SCENARIOS,
+BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_APPEND_RUNS [3]         runs per variant
   BENCH_APPEND_SECONDS [60]     measured seconds per run
   BENCH_APPEND_WARMUP [15]      unmeasured seconds first
@@ -64,11 +65,10 @@ does BENCH_APPEND_RUNS=0.  Environment (defaults in brackets):
   BENCH_APPEND_VARIANTS ["upstream patched"]   "upstream" runs
                                 work/inst-upstream, any other name
                                 work/inst-release with its BENCH_SETTINGS
-  BENCH_SETTINGS                extra settings per variant, as for bench.py,
-                                e.g. "patched:io_combine_limit=1"
-  BENCH_PORT [5600]             base port (this script: + 20, + 21, ...)
-Default: 3 runs x 2 variants, about 9 minutes in all.  With --table (and
-WORK set): print the table again from work/bench/append.csv.
+                                (e.g. "patched:io_combine_limit=1")
+Default: 3 runs x 2 variants, about 9 minutes in all.  With --table [FILE.csv]
+(and WORK set): print the table again from that CSV (default
+work/bench/append.csv).
 """
 
 import os
@@ -82,22 +82,13 @@ import time
 import benchlib
 from benchlib import fmt, ratio
 
-WORK = os.environ["WORK"]
-BENCH = os.path.join(WORK, "bench")
-OUT = os.path.join(BENCH, "append")
-RUNS = int(os.environ.get("BENCH_APPEND_RUNS", "3"))
-SECONDS = int(os.environ.get("BENCH_APPEND_SECONDS", "60"))
-WARMUP = int(os.environ.get("BENCH_APPEND_WARMUP", "15"))
-CLIENTS = int(os.environ.get("BENCH_APPEND_CLIENTS", "4"))
-JOBS = max(1, min(CLIENTS, os.cpu_count() or 1))
-SCALE = int(os.environ.get("BENCH_APPEND_SCALE", "20"))
-BUCKETS = int(os.environ.get("BENCH_APPEND_BUCKETS", "16"))
-MAX_WAL = os.environ.get("BENCH_APPEND_MAX_WAL", "512MB")
-TIMEOUT = os.environ.get("BENCH_APPEND_TIMEOUT", "30s")
-SYNC = os.environ.get("BENCH_APPEND_SYNC", "off")
-IO = os.environ.get("BENCH_APPEND_IO", "buffered")
-SAMPLING = os.environ.get("BENCH_APPEND_SAMPLING", "1")
-VARIANTS = os.environ.get("BENCH_APPEND_VARIANTS", "upstream patched").split()
+OUT = benchlib.bench_dir("append")
+(RUNS, SECONDS, WARMUP, CLIENTS, SCALE, BUCKETS, MAX_WAL, TIMEOUT, SYNC, IO, SAMPLING,
+ VARIANTS) = benchlib.settings(
+    "BENCH_APPEND", RUNS=3, SECONDS=60, WARMUP=15, CLIENTS=4, SCALE=20, BUCKETS=16,
+    MAX_WAL="512MB", TIMEOUT="30s", SYNC="off", IO="buffered", SAMPLING="1",
+    VARIANTS=["upstream", "patched"])
+JOBS = benchlib.pgbench_jobs(CLIENTS)
 TARGET = 1.05
 # checkpoints whose write phases count: triggered by WAL volume or by time
 KINDS = ("wal", "time")
@@ -111,13 +102,7 @@ INSERT INTO bench_append (bucket, aid, delta, mtime) VALUES (:bucket, :aid, :del
 SETUP = """DROP TABLE IF EXISTS bench_append;
 CREATE TABLE bench_append (bucket int, aid int, delta int, mtime timestamp);
 CREATE INDEX bench_append_bucket ON bench_append (bucket);
-CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-SELECT sum(pg_prewarm(c)) FROM unnest(ARRAY['pgbench_accounts', 'pgbench_accounts_pkey',
-  'pgbench_branches', 'pgbench_tellers', 'pgbench_branches_pkey', 'pgbench_tellers_pkey']::regclass[]) c;
 """
-# the processes that are not the checkpointer: with the data in
-# shared_buffers, the buffers they write (pg_stat_io) stay near 0
-OTHER_WRITERS = ("client backend", "background writer")
 SAMPLE = ("SELECT extract(epoch FROM clock_timestamp()), "
           "count(*) FILTER (WHERE wait_event = 'BufferContent') FROM pg_stat_activity "
           "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() \\watch 0.1\n")
@@ -129,13 +114,8 @@ FIELDS = ["run", "variant", "tps", "transactions", "checkpoints", "write_phase_s
 
 
 class Cluster(benchlib.Cluster):
-    def __init__(self, v, port):
-        super().__init__(v, benchlib.install_prefix(v), port, OUT)
-
     def init(self):
-        extra = benchlib.settings_conf(self.name)
-        if IO == "direct":
-            extra = "debug_io_direct = 'data'\n" + extra
+        extra = benchlib.io_conf(IO) + benchlib.settings_conf(self.name)
         super().init(f"""shared_buffers = 1GB
 max_wal_size = {MAX_WAL}
 min_wal_size = 80MB
@@ -145,10 +125,6 @@ synchronous_commit = {SYNC}
 autovacuum = off
 {benchlib.LOG_SETTINGS}{extra}""")
 
-    def other_writes(self):
-        """Buffers written by OTHER_WRITERS so far, in all I/O contexts."""
-        return sum(b for _, b in self.io_writes(OTHER_WRITERS, context=None).values()) // 8192
-
 
 class WaitSampler:
     """psql sampling pg_stat_activity every 0.1 s (\\watch): (epoch, number
@@ -156,9 +132,7 @@ class WaitSampler:
 
     def __init__(self, c):
         self.samples = []
-        self.p = subprocess.Popen([c.bin("psql"), "-X", "-q", "-At", "-F", " "], env=c.env(),
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True)
+        self.p = c.session("-F", " ", stderr=subprocess.DEVNULL)
         self.p.stdin.write(SAMPLE)
         self.p.stdin.close()
         self.th = threading.Thread(target=self.read)
@@ -183,17 +157,18 @@ class WaitSampler:
         return self.samples
 
 
-def one_run(c, rep):
+def one_run(c, rep, position):
+    """Run 'rep' on cluster c ('position': its place in the run's order, unused)."""
     c.pg_ctl("start")
     try:
         c.pgbench("-i", "-q", "-s", str(SCALE))
         c.psql(SETUP)
+        c.prewarm(*benchlib.PGBENCH_RELATIONS)
         c.psql("CHECKPOINT")
         script = os.path.join(OUT, "insert.sql")
         with open(script, "w") as f:
             f.write(INSERT_SCRIPT)
-        common = ["-M", "prepared", "-c", str(CLIENTS), "-j", str(JOBS), "-n",
-                  "-b", "simple-update", "-f", script]
+        common = benchlib.pgbench_args(CLIENTS, JOBS) + ["-b", "simple-update", "-f", script]
         # from here, so that a checkpoint started during the warm-up is seen whole
         offset = os.path.getsize(c.log)
         if WARMUP:
@@ -202,7 +177,7 @@ def one_run(c, rep):
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
         other0 = c.other_writes()
-        cpu0, busy0 = c.cpu_seconds() + benchlib.client_cpu(), benchlib.machine_busy()
+        cpu = benchlib.CpuShares(c)
         sampler = WaitSampler(c)
         t0 = time.time()
         try:
@@ -211,9 +186,7 @@ def one_run(c, rep):
         finally:
             t1 = time.time()
             samples = sampler.stop()
-        ncpu = os.cpu_count() or 1
-        cpu_share = (c.cpu_seconds() + benchlib.client_cpu() - cpu0) / (t1 - t0) / ncpu
-        busy_share = (benchlib.machine_busy() - busy0) / (t1 - t0) / ncpu
+        cpu_share, other_cpu_share = cpu.shares(t1 - t0)
         time.sleep(1.5)     # backends' I/O statistics reach pg_stat_io within a second
         other = c.other_writes() - other0
     finally:
@@ -227,8 +200,7 @@ def one_run(c, rep):
     pgb = benchlib.pgbench_summary(out)
     row = dict(run=rep, variant=c.name, tps=pgb["tps"],
                transactions=pgb["transactions"], checkpoints=len(ckpts),
-               write_phase_s=round(sum(max(0, min(k["write_end"], t1) - max(k["start"], t0))
-                                       for k in ckpts), 1),
+               write_phase_s=benchlib.write_phase_seconds(ckpts, t0, t1),
                p99_ms_in_write=benchlib.pct(lat_in, 0.99),
                p99_ms_outside=benchlib.pct(lat_out, 0.99),
                tx_in_write=len(lat_in), tx_outside=len(lat_out),
@@ -236,8 +208,7 @@ def one_run(c, rep):
                    sum(waits[0]) / len(waits[0]) if waits[0] else None),
                bufcontent_waits_per_sample_outside=benchlib.round_or_none(
                    sum(waits[1]) / len(waits[1]) if waits[1] else None),
-               other_writes=other, cpu_share=round(cpu_share, 3),
-               other_cpu_share=round(max(0, busy_share - cpu_share), 3))
+               other_writes=other, cpu_share=cpu_share, other_cpu_share=other_cpu_share)
     for num, name in SCRIPTS.items():
         row[f"p99_ms_{name}_in_write"] = benchlib.pct(lat.get(num, ([], []))[0], 0.99)
     # the write phases' own effect: other load on the machine hits both alike
@@ -315,28 +286,22 @@ def read_csv(path):
 
 
 def main():
-    csv_path = os.path.join(BENCH, "append.csv")
-    if sys.argv[1:] == ["--table"]:
-        print(table(read_csv(csv_path), "(from " + csv_path + ")"))
+    csv_path = benchlib.bench_dir("append.csv")
+    if benchlib.table_again(table, csv_path, read_csv):
         return
-    if "append" not in benchlib.bench_scenarios() or RUNS <= 0:
-        print("append-heavy p99: not selected (BENCH_SCENARIOS, BENCH_APPEND_RUNS), skipped")
+    if not benchlib.selected("append", "append-heavy p99", RUNS, "BENCH_APPEND_RUNS"):
         return
     if IO not in ("buffered", "direct"):
         sys.exit(f"BENCH_APPEND_IO: buffered or direct, not {IO}")
     benchlib.check_variants(VARIANTS, "BENCH_APPEND_VARIANTS")
-    os.makedirs(OUT, exist_ok=True)
     header = (f"append-heavy pgbench: simple-update (-N) + INSERT into bench_append (index on "
               f"{BUCKETS} buckets), -M prepared -c {CLIENTS} -j {JOBS}, scale {SCALE}, "
               f"{SECONDS} s (+{WARMUP} s warm-up) per run, {RUNS} runs interleaved, "
               f"shared_buffers 1GB, max_wal_size {MAX_WAL}, checkpoint_timeout {TIMEOUT}, "
               f"synchronous_commit {SYNC}, {IO} I/O, log sampling {SAMPLING}; "
               f"machine: {benchlib.machine()}")
-    print(header, flush=True)
-    clusters = [Cluster(v, benchlib.port("append", i)) for i, v in enumerate(VARIANTS)]
-    start = time.monotonic()
-    rows = benchlib.run_interleaved(clusters, RUNS, one_run, csv_path, FIELDS)
-    benchlib.report(table(rows, header), start, csv_path, os.path.join(BENCH, "append.txt"))
+    clusters = [Cluster(v, benchlib.port("append", i), OUT) for i, v in enumerate(VARIANTS)]
+    benchlib.run_and_report(header, clusters, RUNS, one_run, csv_path, FIELDS, table)
 
 
 if __name__ == "__main__":

@@ -91,10 +91,11 @@ work/bench/cleanup/, with every VACUUM of each run (warm-up included:
 table, start and end in seconds from the start of the measured period, ms)
 in vacuums-<variant>-run<k>.csv.
 
-`make bench` runs this after bench.py, bench_append.py and bench_flush.py;
-BENCH_SCENARIOS selects: "cleanup" runs only this one, a list without
-"cleanup" skips it, as does BENCH_CLEANUP_RUNS=0.  Environment (defaults in
-brackets):
+`make bench` runs this after bench_immediate.py, bench_append.py and
+bench_flush.py; BENCH_SCENARIOS selects: "cleanup" runs only this one, a
+list without "cleanup" skips it, as does BENCH_CLEANUP_RUNS=0.  Environment
+(defaults in brackets; BENCH_SCENARIOS, BENCH_SETTINGS and BENCH_PORT are
+described in README.md):
   BENCH_CLEANUP_RUNS [3]          runs per variant
   BENCH_CLEANUP_SECONDS [60]      measured seconds per run
   BENCH_CLEANUP_CLIENTS [4]       pgbench -c (-j: min(clients, cores))
@@ -107,47 +108,34 @@ brackets):
       upstream-io_uring-buffered patched-io_uring-buffered
       upstream-worker-direct patched-worker-direct
       upstream-io_uring-direct patched-io_uring-direct"]
-  BENCH_SETTINGS                  extra settings per BUILD or variant, as
-                                  for bench.py, e.g.
-                                  "patched:checkpoint_io_concurrency=4"
-  BENCH_PORT [5600]               base port (this script: + 40, + 41, ...)
+BENCH_SETTINGS applies per BUILD and per variant, e.g.
+"patched:checkpoint_io_concurrency=4" (the variant's win).
 One run takes BENCH_CLEANUP_SECONDS + ~40 s (load, CHECKPOINT, the wait for
 the timed checkpoint, shutdown); the defaults (8 variants x 3 runs) about
 40 minutes, and the clusters keep ~1.1 GB each (data and recycled WAL).
 With --table FILE.csv (and WORK set): print the table again from that CSV.
 """
 
-import csv
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from datetime import datetime
 
 import benchlib
 from benchlib import fmt, ratio, round_or_none
 
-WORK = os.environ["WORK"]
-BENCH = os.path.join(WORK, "bench")
-OUT = os.path.join(BENCH, "cleanup")
-RUNS = int(os.environ.get("BENCH_CLEANUP_RUNS", "3"))
-SECONDS = int(os.environ.get("BENCH_CLEANUP_SECONDS", "60"))
-CLIENTS = int(os.environ.get("BENCH_CLEANUP_CLIENTS", "4"))
-JOBS = max(1, min(CLIENTS, os.cpu_count() or 1))
-SCALE = int(os.environ.get("BENCH_CLEANUP_SCALE", "20"))
-SHARED_BUFFERS = os.environ.get("BENCH_CLEANUP_SHARED_BUFFERS", "512MB")
-TIMEOUT = os.environ.get("BENCH_CLEANUP_TIMEOUT", "30s")
-SAMPLE_MS = float(os.environ.get("BENCH_CLEANUP_SAMPLE_MS", "5"))
-STUCK = int(os.environ.get("BENCH_CLEANUP_STUCK", "120"))
-VARIANTS = os.environ.get(
-    "BENCH_CLEANUP_VARIANTS",
-    "upstream-worker-buffered patched-worker-buffered "
-    "upstream-io_uring-buffered patched-io_uring-buffered "
-    "upstream-worker-direct patched-worker-direct "
-    "upstream-io_uring-direct patched-io_uring-direct").split()
+OUT = benchlib.bench_dir("cleanup")
+(RUNS, SECONDS, CLIENTS, SCALE, SHARED_BUFFERS, TIMEOUT, SAMPLE_MS, STUCK,
+ VARIANTS) = benchlib.settings(
+    "BENCH_CLEANUP", RUNS=3, SECONDS=60, CLIENTS=4, SCALE=20, SHARED_BUFFERS="512MB",
+    TIMEOUT="30s", SAMPLE_MS=5.0, STUCK=120,
+    VARIANTS=("upstream-worker-buffered patched-worker-buffered "
+              "upstream-io_uring-buffered patched-io_uring-buffered "
+              "upstream-worker-direct patched-worker-direct "
+              "upstream-io_uring-direct patched-io_uring-direct").split())
+JOBS = benchlib.pgbench_jobs(CLIENTS)
 IO_METHODS = ("worker", "io_uring", "sync")
 IO_MODES = ("buffered", "direct")
 ACCOUNTS = "pgbench_accounts"
@@ -162,13 +150,6 @@ SAMPLE = ("SELECT count(*) FILTER (WHERE wait_event = 'BufferPin'), "
           "coalesce(max(coalesce(wait_event_type || ':' || wait_event, 'CPU')) "
           f"FILTER (WHERE application_name = 'bench_cleanup_vacuum' AND state = 'active' "
           f"AND {ACC}), '-') FROM pg_stat_activity;\n")
-PREWARM = """CREATE EXTENSION IF NOT EXISTS pg_prewarm;
-SELECT sum(pg_prewarm(c)) FROM unnest(ARRAY['pgbench_accounts', 'pgbench_accounts_pkey',
-  'pgbench_branches', 'pgbench_tellers', 'pgbench_branches_pkey', 'pgbench_tellers_pkey',
-  'pgbench_history']::regclass[]) c"""
-# the processes that are not the checkpointer: with the data in
-# shared_buffers, the buffers they write (pg_stat_io) stay near 0
-OTHER_WRITERS = ("client backend", "background writer")
 MARK = "__bench_cleanup_done__"
 FIELDS = ["run", "variant", "build", "io_method", "io", "position", "tps", "lat_ms",
           "transactions", "period_s", "pin_ms", "pin_accounts_ms", "pin_samples",
@@ -195,16 +176,13 @@ def base_of(v):
 
 
 class Cluster(benchlib.Cluster):
-    def __init__(self, v, port):
+    def __init__(self, v, port, outdir):
         self.spec = parse_variant(v)
-        super().__init__(v, benchlib.install_prefix(self.spec["build"]), port, OUT)
+        super().__init__(v, port, outdir, benchlib.install_prefix(self.spec["build"]))
 
     def init(self):
-        settings = benchlib.env_settings(self.spec["build"])
-        settings.update(benchlib.env_settings(self.name))
-        extra = "".join(f"{k} = '{val}'\n" for k, val in settings.items())
-        if self.spec["io"] == "direct":
-            extra = "debug_io_direct = 'data'\n" + extra
+        extra = (benchlib.io_conf(self.spec["io"]) +
+                 benchlib.settings_conf(self.spec["build"], self.name))
         super().init(f"""shared_buffers = {SHARED_BUFFERS}
 io_method = {self.spec['io_method']}
 max_wal_size = 4GB
@@ -225,19 +203,6 @@ autovacuum = off
             return "\n".join(benchlib.log_lines(self.log, offset)[-5:])
         self.pg_ctl("stop")
         return None
-
-    def other_writes(self):
-        """Buffers written by OTHER_WRITERS so far, in all I/O contexts."""
-        return sum(b for _, b in self.io_writes(OTHER_WRITERS, context=None).values()) // 8192
-
-    def checkpoints_done(self):
-        return int(self.psql("SELECT num_done FROM pg_stat_checkpointer"))
-
-    def session(self, appname, stderr):
-        """A psql session fed through stdin, one line of output per query."""
-        return subprocess.Popen([self.bin("psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"],
-                                env=dict(self.env(), PGAPPNAME=appname), stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True, bufsize=1)
 
 
 def end_session(p):
@@ -260,7 +225,8 @@ class PinSampler:
     the time (ms) of that VACUUM per wait event (waits)."""
 
     def __init__(self, c, errfile):
-        self.p = c.session("bench_cleanup_sampler", errfile)
+        self.p = c.session("-v", "ON_ERROR_STOP=1", appname="bench_cleanup_sampler",
+                           stderr=errfile)
         self.pin_ms = self.accounts_ms = 0.0
         self.waits = {}
         self.samples, self.error = 0, None
@@ -314,7 +280,8 @@ class VacuumLoop:
 
     def __init__(self, c, errfile):
         self.c = c
-        self.p = c.session("bench_cleanup_vacuum", errfile)
+        self.p = c.session("-v", "ON_ERROR_STOP=1", appname="bench_cleanup_vacuum",
+                           stderr=errfile)
         self.p.stdin.write("SELECT pg_backend_pid();\n\\timing on\n")
         self.p.stdin.flush()
         line = self.p.stdout.readline()
@@ -406,9 +373,9 @@ def one_run(c, rep, position):
     errlog = open(os.path.join(OUT, "psql-errors.log"), "a")
     try:
         c.pgbench("-i", "-q", "-s", str(SCALE))
-        c.psql(PREWARM)
+        c.prewarm(*benchlib.PGBENCH_RELATIONS, "pgbench_history")
         c.psql("CHECKPOINT")
-        common = ["-M", "prepared", "-c", str(CLIENTS), "-j", str(JOBS), "-n"]
+        common = benchlib.pgbench_args(CLIENTS, JOBS)
         sampler = vac = None
         try:
             # the VACUUM loop runs through the warm-up too: the VACUUMs of
@@ -430,16 +397,14 @@ def one_run(c, rep, position):
                 warm.stderr.close()
             c.psql("SELECT pg_stat_reset_shared('io')")
             done0 = c.checkpoints_done()
-            cpu0, busy0 = c.cpu_seconds() + benchlib.client_cpu(), benchlib.machine_busy()
+            cpu = benchlib.CpuShares(c)
             sampler = PinSampler(c, errlog)
             t0 = time.time()
             out = c.pgbench(*common, "-T", str(SECONDS)).stdout
             t1 = time.time()
             pin_ms, pin_accounts_ms, samples, waits = sampler.stop()
             done1 = c.checkpoints_done()
-            ncpu = os.cpu_count() or 1
-            cpu_share = (c.cpu_seconds() + benchlib.client_cpu() - cpu0) / (time.time() - t0) / ncpu
-            busy_share = (benchlib.machine_busy() - busy0) / (time.time() - t0) / ncpu
+            cpu_share, other_cpu_share = cpu.shares(time.time() - t0)
             stuck = vac.stop(t1)
             tail_s = time.time() - t1
         except BaseException:
@@ -456,12 +421,11 @@ def one_run(c, rep, position):
         errlog.close()
     ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
     # every VACUUM of the run, the warm-up's included, for a closer look
-    with open(os.path.join(OUT, f"vacuums-{c.name}-run{rep}.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["table", "start_s", "end_s", "ms", "in_period"])
-        for table, start, end, ms in vac.done:
-            w.writerow([table, round(start - t0, 3), round(end - t0, 3), ms,
-                        int(start >= t0 and end <= t1)])
+    benchlib.write_csv(os.path.join(OUT, f"vacuums-{c.name}-run{rep}.csv"),
+                       ["table", "start_s", "end_s", "ms", "in_period"],
+                       [dict(table=table, start_s=round(start - t0, 3), end_s=round(end - t0, 3),
+                             ms=ms, in_period=int(start >= t0 and end <= t1))
+                        for table, start, end, ms in vac.done])
     n, med, mx = vac_stats(vac.done, (ACCOUNTS,), t0, t1)
     sn, smed, smx = vac_stats(vac.done, SMALL, t0, t1)
     row = dict(run=rep, variant=c.name, **c.spec, position=position,
@@ -476,51 +440,27 @@ def one_run(c, rep, position):
                                   sorted(waits.items(), key=lambda kv: -kv[1])),
                checkpoints=done1 - done0,
                ckpt_buffers=sum(k["buffers"] for k in ckpts if k["complete"] and k["end"] <= t1),
-               ckpt_write_s=round(sum(max(0, min(k["write_end"], t1) - max(k["start"], t0))
-                                      for k in ckpts), 1),
-               other_writes=other, cpu_share=round(cpu_share, 3),
-               other_cpu_share=round(max(0, busy_share - cpu_share), 3))
+               ckpt_write_s=benchlib.write_phase_seconds(ckpts, t0, t1),
+               other_writes=other, cpu_share=cpu_share, other_cpu_share=other_cpu_share)
     benchlib.print_run(row)
     return row
 
 
-def run_all(clusters, csv_path):
-    """Initialize the clusters, drop the io_uring ones whose server does not
-    start, then RUNS rounds, run k over every cluster in the list rotated by
-    k - 1; rows are written to csv_path as they come.  Every server is
-    stopped at the end, also on an error or SIGTERM.  Returns (rows,
-    skipped variants)."""
-    # SIGTERM ends like ^C: the finally clause stops the servers
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
-    rows, skipped = [], []
-    try:
-        for c in clusters:
-            c.stop_if_running()     # left over from an interrupted run
-            c.init()
-        for c in clusters:
-            if c.spec["io_method"] == "io_uring":
-                err = c.try_start()
-                if err is not None:
-                    print(f"{c.name}: the server does not start with io_method = io_uring, "
-                          f"skipped; its log ends:\n{err}", flush=True)
-                    skipped.append(c.name)
-        active = [c for c in clusters if c.name not in skipped]
-        if not active:
-            sys.exit("no variant left to run")
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=FIELDS)
-            writer.writeheader()
-            for rep in range(1, RUNS + 1):
-                k = (rep - 1) % len(active)
-                for pos, c in enumerate(active[k:] + active[:k], 1):
-                    print(f"run {rep}: {c.name}", flush=True)
-                    rows.append(one_run(c, rep, pos))
-                    writer.writerow(rows[-1])
-                    f.flush()
-    finally:
-        for c in clusters:
-            c.stop_if_running()
-    return rows, skipped
+SKIPPED = []     # the variants that startable() left out
+
+
+def startable(clusters):
+    """The clusters but the io_uring ones whose server does not start (a
+    kernel or container without io_uring): those are said and added to
+    SKIPPED."""
+    for c in clusters:
+        if c.spec["io_method"] == "io_uring":
+            err = c.try_start()
+            if err is not None:
+                print(f"{c.name}: the server does not start with io_method = io_uring, "
+                      f"skipped; its log ends:\n{err}", flush=True)
+                SKIPPED.append(c.name)
+    return [c for c in clusters if c.name not in SKIPPED]
 
 
 def table(rows, header):
@@ -586,32 +526,30 @@ def table(rows, header):
 
 
 def main():
-    if sys.argv[1:2] == ["--table"] and len(sys.argv) == 3:
-        print(table(benchlib.read_csv(sys.argv[2]), "(from " + sys.argv[2] + ")"))
+    if benchlib.table_again(table):
         return
-    if "cleanup" not in benchlib.bench_scenarios() or RUNS <= 0:
-        print("cleanup-lock waits: not selected (BENCH_SCENARIOS, BENCH_CLEANUP_RUNS), skipped")
+    if not benchlib.selected("cleanup", "cleanup-lock waits", RUNS, "BENCH_CLEANUP_RUNS"):
         return
     benchlib.check_variants(VARIANTS, "BENCH_CLEANUP_VARIANTS")
     for v in VARIANTS:
         parse_variant(v)
     timeout_seconds()
-    os.makedirs(OUT, exist_ok=True)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    csv_path = os.path.join(BENCH, f"cleanup-{stamp}.csv")
+    csv_path = benchlib.stamped_csv("cleanup")
     header = (f"cleanup-lock waits: TPC-B-like pgbench -M prepared -c {CLIENTS} -j {JOBS}, "
               f"scale {SCALE}, shared_buffers {SHARED_BUFFERS} (prewarmed), + a VACUUM (FREEZE, "
               f"INDEX_CLEANUP ON) loop over pgbench_accounts, _branches, _tellers; {SECONDS} s "
               f"per run from the start of a timed checkpoint, checkpoint_timeout {TIMEOUT}, "
               f"checkpoint_completion_target 0.9, max_wal_size 4GB, synchronous_commit off; "
               f"{RUNS} runs interleaved (rotated); machine: {benchlib.machine()}")
-    print(header, flush=True)
-    clusters = [Cluster(v, benchlib.port("cleanup", i)) for i, v in enumerate(VARIANTS)]
-    start = time.monotonic()
-    rows, skipped = run_all(clusters, csv_path)
-    if skipped:
-        header += f"\nskipped (io_method = io_uring does not start here): {' '.join(skipped)}"
-    benchlib.report(table(rows, header), start, csv_path, csv_path[:-4] + ".txt")
+    clusters = [Cluster(v, benchlib.port("cleanup", i), OUT) for i, v in enumerate(VARIANTS)]
+
+    def table_noting_skipped(rows, header):
+        if SKIPPED:
+            header += f"\nskipped (io_method = io_uring does not start here): {' '.join(SKIPPED)}"
+        return table(rows, header)
+    rows = benchlib.run_and_report(header, clusters, RUNS, one_run, csv_path, FIELDS,
+                                   table_noting_skipped, order=benchlib.rotated,
+                                   usable=startable)
     stuck = [r for r in rows if r["vac_stuck"]]
     if stuck:
         sys.exit(f"ERROR: {len(stuck)} run(s) with a VACUUM still running {STUCK} s after the "

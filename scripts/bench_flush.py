@@ -27,9 +27,10 @@ write, checkpoints; the patched/upstream tps ratio is the median of the
 ratios within each run (run k of patched / run k of upstream).  Cluster
 data and server logs are under work/bench/flush/.
 
-`make bench` runs this after bench.py and bench_append.py; BENCH_SCENARIOS
-selects: "flush" runs only this one, a list without "flush" skips it, as
-does BENCH_FLUSH_RUNS=0.  Environment (defaults in brackets):
+`make bench` runs this after bench_immediate.py and bench_append.py;
+BENCH_SCENARIOS selects: "flush" runs only this one, a list without "flush"
+skips it, as does BENCH_FLUSH_RUNS=0.  Environment (defaults in brackets;
+BENCH_SCENARIOS, BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_FLUSH_RUNS [3]            runs per variant
   BENCH_FLUSH_SECONDS [60]        measured seconds per run
   BENCH_FLUSH_WARMUP [10]         unmeasured seconds first
@@ -39,30 +40,19 @@ does BENCH_FLUSH_RUNS=0.  Environment (defaults in brackets):
   BENCH_FLUSH_VARIANTS ["upstream patched"]   "upstream" runs
                                   work/inst-upstream, any other name
                                   work/inst-release with its BENCH_SETTINGS
-  BENCH_SETTINGS                  extra settings per variant, as for bench.py
-  BENCH_PORT [5600]               base port (this script: + 30, + 31, ...)
 With --table FILE.csv (and WORK set): print the table again from that CSV.
 """
 
-import os
-import sys
 import time
-from datetime import datetime
 
 import benchlib
 from benchlib import fmt
 
-WORK = os.environ["WORK"]
-BENCH = os.path.join(WORK, "bench")
-OUT = os.path.join(BENCH, "flush")
-RUNS = int(os.environ.get("BENCH_FLUSH_RUNS", "3"))
-SECONDS = int(os.environ.get("BENCH_FLUSH_SECONDS", "60"))
-WARMUP = int(os.environ.get("BENCH_FLUSH_WARMUP", "10"))
-CLIENTS = int(os.environ.get("BENCH_FLUSH_CLIENTS", "4"))
-JOBS = max(1, min(CLIENTS, os.cpu_count() or 1))
-SCALE = int(os.environ.get("BENCH_FLUSH_SCALE", "50"))
-SHARED_BUFFERS = os.environ.get("BENCH_FLUSH_SHARED_BUFFERS", "16MB")
-VARIANTS = os.environ.get("BENCH_FLUSH_VARIANTS", "upstream patched").split()
+OUT = benchlib.bench_dir("flush")
+RUNS, SECONDS, WARMUP, CLIENTS, SCALE, SHARED_BUFFERS, VARIANTS = benchlib.settings(
+    "BENCH_FLUSH", RUNS=3, SECONDS=60, WARMUP=10, CLIENTS=4, SCALE=50, SHARED_BUFFERS="16MB",
+    VARIANTS=["upstream", "patched"])
+JOBS = benchlib.pgbench_jobs(CLIENTS)
 # pg_stat_io backend types -> column prefixes
 WRITERS = {"client backend": "backend", "background writer": "bgwriter",
            "checkpointer": "ckpt"}
@@ -71,29 +61,23 @@ FIELDS = (["run", "variant", "tps", "lat_ms", "transactions", "checkpoints"] +
 
 
 class Cluster(benchlib.Cluster):
-    def __init__(self, v, port):
-        super().__init__(v, benchlib.install_prefix(v), port, OUT)
-
     def init(self):
-        extra = benchlib.settings_conf(self.name)
         super().init(f"""shared_buffers = {SHARED_BUFFERS}
 max_wal_size = 4GB
 min_wal_size = 1GB
 checkpoint_timeout = 30min
 synchronous_commit = off
 autovacuum = off
-{benchlib.LOG_SETTINGS}{extra}""")
-
-    def checkpoints_done(self):
-        return int(self.psql("SELECT num_done FROM pg_stat_checkpointer"))
+{benchlib.LOG_SETTINGS}{benchlib.settings_conf(self.name)}""")
 
 
-def one_run(c, rep):
+def one_run(c, rep, position):
+    """Run 'rep' on cluster c ('position': its place in the run's order, unused)."""
     c.pg_ctl("start")
     try:
         c.pgbench("-i", "-q", "-s", str(SCALE))
         c.psql("CHECKPOINT")
-        common = ["-M", "prepared", "-c", str(CLIENTS), "-j", str(JOBS), "-n"]
+        common = benchlib.pgbench_args(CLIENTS, JOBS)
         if WARMUP:
             c.pgbench(*common, "-T", str(WARMUP))
         c.psql("SELECT pg_stat_reset_shared('io')")
@@ -149,26 +133,18 @@ def table(rows, header):
 
 
 def main():
-    if sys.argv[1:2] == ["--table"] and len(sys.argv) == 3:
-        print(table(benchlib.read_csv(sys.argv[2]), "(from " + sys.argv[2] + ")"))
+    if benchlib.table_again(table):
         return
-    if "flush" not in benchlib.bench_scenarios() or RUNS <= 0:
-        print("FlushBuffer-heavy pgbench: not selected (BENCH_SCENARIOS, BENCH_FLUSH_RUNS), "
-              "skipped")
+    if not benchlib.selected("flush", "FlushBuffer-heavy pgbench", RUNS, "BENCH_FLUSH_RUNS"):
         return
     benchlib.check_variants(VARIANTS, "BENCH_FLUSH_VARIANTS")
-    os.makedirs(OUT, exist_ok=True)
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    csv_path = os.path.join(BENCH, f"flush-{stamp}.csv")
     header = (f"FlushBuffer-heavy pgbench: TPC-B-like, -M prepared -c {CLIENTS} -j {JOBS}, "
               f"scale {SCALE}, shared_buffers {SHARED_BUFFERS}, {SECONDS} s (+{WARMUP} s "
               f"warm-up) per run, {RUNS} runs interleaved, synchronous_commit off, "
               f"checkpoint_timeout 30min, max_wal_size 4GB; machine: {benchlib.machine()}")
-    print(header, flush=True)
-    clusters = [Cluster(v, benchlib.port("flush", i)) for i, v in enumerate(VARIANTS)]
-    start = time.monotonic()
-    rows = benchlib.run_interleaved(clusters, RUNS, one_run, csv_path, FIELDS)
-    benchlib.report(table(rows, header), start, csv_path, csv_path[:-4] + ".txt")
+    clusters = [Cluster(v, benchlib.port("flush", i), OUT) for i, v in enumerate(VARIANTS)]
+    benchlib.run_and_report(header, clusters, RUNS, one_run, benchlib.stamped_csv("flush"),
+                            FIELDS, table)
 
 
 if __name__ == "__main__":

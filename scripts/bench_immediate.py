@@ -50,28 +50,20 @@ at queue depth 1 (ioengine psync) and 8 (ioengine libaio, iodepth 8).  A
 second table gives every variant's checkpoint bandwidth (median write_bytes /
 median total time) as a fraction of both.
 
-Configuration through the environment (defaults in brackets):
+Environment (defaults in brackets; BENCH_SCENARIOS, BENCH_SETTINGS and
+BENCH_PORT, shared by the benchmarks, are described in README.md):
   BENCH_MB [1024]        table size in MB
   BENCH_RUNS [3]         runs per variant, I/O mode and scenario
-  BENCH_SCENARIOS ["all random append flush cleanup"]   scenarios of
-                         `make bench`; "append", "flush" and "cleanup" are
-                         bench_append.py's, bench_flush.py's and
-                         bench_cleanup.py's (run after this script by
-                         bench.sh); without "all" and "random" this script
-                         does nothing
   BENCH_IO ["buffered direct"]   I/O modes; direct = debug_io_direct=data
   BENCH_VARIANTS ["upstream patched-sync patched patched-uring"]
-  BENCH_SETTINGS ["patched:"]    extra settings per variant, e.g.
-                         "patched:io_combine_limit=32" (';'-separated);
-                         reloadable settings only (io_method and
-                         checkpoint_io_concurrency need a restart)
-  BENCH_PORT [5600]      base port; the clusters use BENCH_PORT + 0, + 1, ...
+BENCH_SCENARIOS: "all" and "random" are this script's (without them it does
+nothing).  BENCH_SETTINGS: reloadable settings only (io_method and
+checkpoint_io_concurrency need a restart).  Ports: BENCH_PORT + 0, + 1, ...
 Output: work/bench/immediate.csv, the tables on stdout and, when fio ran,
 work/bench/immediate-fio.csv (io, scenario, variant, mb_s, fio_qd1_mb_s,
 fio_qd8_mb_s, frac_qd1, frac_qd8).
 """
 
-import csv
 import os
 import shutil
 import subprocess
@@ -80,10 +72,10 @@ import time
 
 import benchlib
 
-WORK = os.environ["WORK"]
-OUT = os.path.join(WORK, "bench")
-MB = int(os.environ.get("BENCH_MB", "1024"))
-RUNS = int(os.environ.get("BENCH_RUNS", "3"))
+OUT = benchlib.bench_dir()
+MB, RUNS, IO_MODES, VARIANTS = benchlib.settings(
+    "BENCH", MB=1024, RUNS=3, IO=["buffered", "direct"],
+    VARIANTS=["upstream", "patched-sync", "patched", "patched-uring"])
 RANDOM = "hashint4(id / 3) % 4 = 0"
 DIRTY = {"all": "UPDATE bench SET n = n + 1",
          "random": f"UPDATE bench SET n = n + 1 WHERE {RANDOM}"}
@@ -93,9 +85,6 @@ EXPECTED = {"all": "SELECT pg_relation_size('bench') / 8192",
             "random": f"SELECT count(DISTINCT (ctid::text::point)[0]) FROM bench WHERE {RANDOM}"}
 TOLERANCE = 0.02        # a run's dirty count may be off its expected count by this much
 SCENARIOS = [s for s in benchlib.bench_scenarios() if s in DIRTY]
-IO_MODES = os.environ.get("BENCH_IO", "buffered direct").split()
-VARIANTS = os.environ.get("BENCH_VARIANTS",
-                          "upstream patched-sync patched patched-uring").split()
 FIELDS = ["io", "scenario", "variant", "run", "dirty_before", "dirty", "expected_dirty",
           "dirty_dev", "dirty_ok", "written", "write_s", "sync_s", "total_s", "sort_s",
           "wall_s", "writes", "write_bytes"]
@@ -121,7 +110,7 @@ class Cluster(benchlib.Cluster):
     # benchlib.cluster_of; patched and patched-nosort share one: only a
     # reloadable GUC differs
     def __init__(self, name, port):
-        super().__init__(name, benchlib.install_prefix(name), port, OUT)
+        super().__init__(name, port, OUT)
 
     def init(self, shared_buffers_mb):
         super().init(f"""shared_buffers = {shared_buffers_mb}MB
@@ -139,8 +128,7 @@ synchronous_commit = off
 
     def set_io(self, mode):
         with open(os.path.join(self.data, "bench.conf"), "w") as f:
-            if mode == "direct":
-                f.write("debug_io_direct = 'data'\n")
+            f.write(benchlib.io_conf(mode))
 
     def load(self):
         """The table, frozen and checkpointed; returns the expected dirty
@@ -174,14 +162,14 @@ def one_run(c, v, mode, scenario, run, expected):
     dirty_before = c.dirty()
     c.psql(DIRTY[scenario])
     dirty = c.dirty()
-    done_before = int(c.psql("SELECT num_done FROM pg_stat_checkpointer"))
+    done_before = c.checkpoints_done()
     w0, b0 = c.ckpt_io()
     offset = os.path.getsize(c.log)
     t0 = time.monotonic()
     c.psql("CHECKPOINT")
     wall = time.monotonic() - t0
     for _ in range(200):
-        if int(c.psql("SELECT num_done FROM pg_stat_checkpointer")) > done_before:
+        if c.checkpoints_done() > done_before:
             break
         time.sleep(0.05)
     w1, b1 = c.ckpt_io()
@@ -303,10 +291,7 @@ def fio_table(rows, fio, csv_path):
                             fio_qd8_mb_s=benchlib.round_or_none(qd8, 1),
                             frac_qd1=benchlib.round_or_none(f1),
                             frac_qd8=benchlib.round_or_none(f8)))
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIO_FIELDS)
-        writer.writeheader()
-        writer.writerows(out)
+    benchlib.write_csv(csv_path, FIO_FIELDS, out)
     print(f"MB/s = median write_bytes / median total time; 'x fio QDn' = MB/s / fio's MB/s at "
           f"queue depth n; CSV: {csv_path}")
 
@@ -343,21 +328,18 @@ def main():
 
     csv_path = os.path.join(OUT, "immediate.csv")
     rows = []
-    with open(csv_path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
+    with benchlib.CsvOut(csv_path, FIELDS) as out:
         for mode in IO_MODES:
             for c in clusters.values():
                 c.set_io(mode)
                 c.pg_ctl("start")
-                c.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT pg_prewarm('bench')")
+                c.prewarm("bench")
             for scenario in SCENARIOS:
                 for run in range(1, RUNS + 1):
                     for v in VARIANTS:
                         rows.append(one_run(clusters[benchlib.cluster_of(v)], v, mode,
                                             scenario, run, expected[scenario]))
-                        writer.writerow(rows[-1])
-                        f.flush()
+                        out.write(rows[-1:])
             for c in clusters.values():
                 c.pg_ctl("stop")
 

@@ -6,7 +6,7 @@ with max_wal_size small enough that checkpoints are triggered by WAL every
 few tens of seconds, run against unpatched PostgreSQL and against each
 checkpoint_wal_pacing mode of the patched server, with synchronous_commit
 on and off, one after the other in one invocation, each on freshly
-initialized pgbench tables with the same settings.  SPREAD_RUNS
+initialized pgbench tables with the same settings.  BENCH_SPREAD_RUNS
 repetitions, interleaved, each in a rotated order of the variants so that
 no variant always runs first or last; the table reports medians over the
 repetitions, and tps ratios are the median of the ratios to upstream
@@ -35,20 +35,21 @@ synchronous_commit setting (the first repetition; each panel titled with
 its run's front-load ratio), and a table on stdout.  --table prints the
 table again from summary.csv, --replot draws the PNGs again.
 
-Environment (defaults in brackets):
-  SPREAD_RUNS [3]          repetitions of every variant and setting
-  SPREAD_SECONDS [120]     measured seconds per run
-  SPREAD_WARMUP [40]       unmeasured seconds first (a checkpoint cycle to learn from)
-  SPREAD_SCALE [30]        pgbench scale
-  SPREAD_CLIENTS [4]
-  SPREAD_MAX_WAL [640MB]
-  SPREAD_SYNC ["on off"]
-  SPREAD_VARIANTS ["upstream linear off compensated"]
-  BENCH_PORT [5600]        base port: upstream runs on BENCH_PORT + 10, the
-                           patched server on BENCH_PORT + 11
+`make bench-spread` runs this.  Environment (defaults in brackets; the
+former names SPREAD_* are refused; BENCH_PORT is described in README.md):
+  BENCH_SPREAD_RUNS [3]        repetitions of every variant and setting
+  BENCH_SPREAD_SECONDS [120]   measured seconds per run
+  BENCH_SPREAD_WARMUP [40]     unmeasured seconds first (a checkpoint cycle to
+                               learn from)
+  BENCH_SPREAD_SCALE [30]      pgbench scale
+  BENCH_SPREAD_CLIENTS [4]     pgbench -c (-j 2)
+  BENCH_SPREAD_MAX_WAL [640MB] max_wal_size
+  BENCH_SPREAD_SYNC ["on off"] synchronous_commit settings
+  BENCH_SPREAD_VARIANTS ["upstream linear off compensated"]   "upstream" or
+                               a checkpoint_wal_pacing mode of the series
+Ports: upstream runs on BENCH_PORT + 10, the patched server on BENCH_PORT + 11.
 """
 
-import csv
 import os
 import re
 import shutil
@@ -61,19 +62,14 @@ import time
 import benchlib
 from benchlib import fmt
 
-WORK = os.environ["WORK"]
-OUT = os.path.join(WORK, "bench", "spread")
-RUNS = int(os.environ.get("SPREAD_RUNS", "3"))
-SECONDS = int(os.environ.get("SPREAD_SECONDS", "120"))
-WARMUP = int(os.environ.get("SPREAD_WARMUP", "40"))
-SCALE = int(os.environ.get("SPREAD_SCALE", "30"))
-CLIENTS = int(os.environ.get("SPREAD_CLIENTS", "4"))
-MAX_WAL = os.environ.get("SPREAD_MAX_WAL", "640MB")
-SYNCS = os.environ.get("SPREAD_SYNC", "on off").split()
-VARIANTS = os.environ.get("SPREAD_VARIANTS", "upstream linear off compensated").split()
+OUT = benchlib.bench_dir("spread")
+RUNS, SECONDS, WARMUP, SCALE, CLIENTS, MAX_WAL, SYNCS, VARIANTS = benchlib.settings(
+    "BENCH_SPREAD", renamed_from="SPREAD", RUNS=3, SECONDS=120, WARMUP=40, SCALE=30,
+    CLIENTS=4, MAX_WAL="640MB", SYNC=["on", "off"],
+    VARIANTS=["upstream", "linear", "off", "compensated"])
 KINDS = ("wal",)        # the checkpoints whose write phases count
 FRONT_MIN_S = 8         # shorter write phases get no front-load ratio
-PGBENCH = ["-M", "prepared", "-c", str(CLIENTS), "-j", "2", "-n"]
+PGBENCH = benchlib.pgbench_args(CLIENTS, 2)
 SECOND_FIELDS = ["run", "variant", "sync", "second", "epoch", "tps", "lat_ms",
                  "ckpt_write_mb_s", "in_write_phase", "in_checkpoint"]
 PHASE_FIELDS = ["run", "variant", "sync", "start_s", "write_s", "q1_mb_s", "h2_mb_s",
@@ -82,8 +78,7 @@ PHASE_FIELDS = ["run", "variant", "sync", "start_s", "write_s", "q1_mb_s", "h2_m
 
 class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        super().__init__(name, benchlib.install_prefix(name),
-                         benchlib.port("spread", 0 if name == "upstream" else 1), OUT)
+        super().__init__(name, benchlib.port("spread", 0 if name == "upstream" else 1), OUT)
 
     def init(self):
         super().init(f"""shared_buffers = 1GB
@@ -277,7 +272,7 @@ def run(c, variant, sync, rep):
     rows = per_second(rep, variant, sync, m, in_write)
     phases = front_load(rep, variant, sync, rows, m)
     s = summarize(rep, variant, sync, rows, m, in_write, phases)
-    print("  " + ", ".join(f"{k}={v}" for k, v in s.items()), flush=True)
+    benchlib.print_run(s, skip=())
     return rows, phases, s
 
 
@@ -369,13 +364,6 @@ def table(summary):
           f"(ms), 10% sample; WAL kB/tx and FPI/tx from pg_stat_wal")
 
 
-def write_summary(summary):
-    with open(os.path.join(OUT, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(summary[0].keys()))
-        w.writeheader()
-        w.writerows(summary)
-
-
 def main():
     if sys.argv[1:] == ["--replot"]:
         replot()
@@ -392,27 +380,20 @@ def main():
         c.init()
         c.pg_ctl("start")
     summary = []
-    with open(os.path.join(OUT, "spread.csv"), "w", newline="") as f, \
-            open(os.path.join(OUT, "phases.csv"), "w", newline="") as pf:
-        writer = csv.DictWriter(f, fieldnames=SECOND_FIELDS)
-        writer.writeheader()
-        pwriter = csv.DictWriter(pf, fieldnames=PHASE_FIELDS)
-        pwriter.writeheader()
+    with benchlib.CsvOut(os.path.join(OUT, "spread.csv"), SECOND_FIELDS) as seconds_out, \
+            benchlib.CsvOut(os.path.join(OUT, "phases.csv"), PHASE_FIELDS) as phases_out:
         for rep in range(1, RUNS + 1):
             for sync in SYNCS:
                 # rotate the order so that no variant always runs first or last
-                k = (rep - 1) % len(VARIANTS)
                 series, front = {}, {}
-                for v in VARIANTS[k:] + VARIANTS[:k]:
+                for v in benchlib.rotated(VARIANTS, rep):
                     print(f"run {rep}: {v}, synchronous_commit={sync}", flush=True)
                     rows, phases, s = run(clusters[benchlib.cluster_of(v)], v, sync, rep)
-                    writer.writerows(rows)
-                    pwriter.writerows(phases)
-                    f.flush()
-                    pf.flush()
+                    seconds_out.write(rows)
+                    phases_out.write(phases)
                     summary.append(s)
                     series[v], front[v] = rows, (s["front_load"], s["front_load_phases"])
-                write_summary(summary)
+                benchlib.write_csv(os.path.join(OUT, "summary.csv"), list(summary[0]), summary)
                 if rep == 1:
                     plot(sync, {v: series[v] for v in VARIANTS}, front)
     for c in clusters.values():

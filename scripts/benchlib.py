@@ -1,9 +1,12 @@
-"""Shared pieces of the benchmarks: where the installations are and which
-ports the clusters use, a PostgreSQL cluster (initdb, pg_ctl, psql and
-pgbench of one installation, listening on localhost only), the benchmark
-selection and per-variant settings from the environment, checkpoints and
-their write phases from the server log, transaction latencies from pgbench
--l logs, and the small statistics and formatting helpers of the tables."""
+"""Shared pieces of the benchmarks (bench_immediate.py, bench_append.py,
+bench_flush.py, bench_cleanup.py, bench_spread.py): the settings from the
+environment (BENCH_*, listed in README.md, section Benchmarking), where the
+installations and the results are and which ports the clusters use, a
+PostgreSQL cluster (initdb, pg_ctl, psql and pgbench of one installation,
+listening on localhost only), interleaved runs written to CSV, the CPU
+shares of a run, checkpoints and their write phases from the server log,
+transaction latencies from pgbench -l logs, and the small statistics and
+formatting helpers of the tables."""
 
 import csv
 import os
@@ -17,11 +20,35 @@ import sys
 import time
 from datetime import datetime
 
-# Scenarios of `make bench`: "all" and "random" are bench.py's immediate
-# checkpoints, "append" is bench_append.py's append-heavy pgbench, "flush"
+# Scenarios of `make bench`: "all" and "random" are bench_immediate.py's
+# immediate checkpoints, "append" is bench_append.py's append-heavy pgbench, "flush"
 # is bench_flush.py's pgbench with small shared_buffers, "cleanup" is
 # bench_cleanup.py's VACUUM loop under spread checkpoints.
 SCENARIOS = ("all", "random", "append", "flush", "cleanup")
+
+
+def settings(prefix, renamed_from=None, **defaults):
+    """The settings PREFIX_NAME from the environment, one for each NAME=default
+    and in that order, each converted to the type of its default: int,
+    float, str, or a list (the value split on white space).  renamed_from: a
+    former prefix of the same settings; one of those set is an error (a
+    setting that would otherwise be ignored)."""
+    res = []
+    for name, default in defaults.items():
+        var = f"{prefix}_{name}"
+        if renamed_from and f"{renamed_from}_{name}" in os.environ:
+            sys.exit(f"{renamed_from}_{name} is now called {var}")
+        val = os.environ.get(var)
+        if val is None:
+            res.append(default)
+        elif isinstance(default, list):
+            res.append(val.split())
+        else:
+            try:
+                res.append(type(default)(val))
+            except ValueError:
+                sys.exit(f"{var}: {val!r} is not a number")
+    return res
 
 
 def bench_scenarios():
@@ -31,6 +58,15 @@ def bench_scenarios():
     if unknown:
         sys.exit(f"BENCH_SCENARIOS: unknown scenario(s) {unknown}; known: {' '.join(SCENARIOS)}")
     return sel
+
+
+def selected(scenario, what, runs, runs_var):
+    """Whether BENCH_SCENARIOS selects 'scenario' and its runs ('runs', from
+    'runs_var') are more than 0; if not, says that 'what' is skipped."""
+    if scenario in bench_scenarios() and runs > 0:
+        return True
+    print(f"{what}: not selected (BENCH_SCENARIOS, {runs_var}), skipped")
+    return False
 
 
 def env_settings(variant, var="BENCH_SETTINGS"):
@@ -74,9 +110,19 @@ def install_prefix(variant):
     return os.path.join(os.environ["WORK"], inst)
 
 
+def bench_dir(*parts):
+    """$WORK/bench (where the results go), or a path below it."""
+    return os.path.join(os.environ["WORK"], "bench", *parts)
+
+
+def stamped_csv(name):
+    """$WORK/bench/NAME-<date>.csv, dated now."""
+    return bench_dir(f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}.csv")
+
+
 # Ports: BENCH_PORT [5600] + a fixed offset per script, so that the scripts
-# never collide with each other: bench.py +0.., bench_spread.py +10/+11,
-# bench_append.py +20.., bench_flush.py +30.., bench_cleanup.py +40..
+# never collide with each other: bench_immediate.py +0.., bench_spread.py
+# +10/+11, bench_append.py +20.., bench_flush.py +30.., bench_cleanup.py +40..
 PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30, "cleanup": 40}
 
 
@@ -101,9 +147,38 @@ def mem_total_mb():
     return None
 
 
-def settings_conf(variant, var="BENCH_SETTINGS"):
-    """The extra settings of 'variant' (env_settings) as postgresql.conf lines."""
-    return "".join(f"{k} = '{val}'\n" for k, val in env_settings(variant, var).items())
+def settings_conf(*variants, var="BENCH_SETTINGS"):
+    """The extra settings of 'variants' (env_settings; a later one's win) as
+    postgresql.conf lines."""
+    s = {}
+    for v in variants:
+        s.update(env_settings(v, var))
+    return "".join(f"{k} = '{val}'\n" for k, val in s.items())
+
+
+def io_conf(mode):
+    """postgresql.conf lines of an I/O mode: "buffered" (none) or "direct"
+    (debug_io_direct = 'data': every write waits for the device)."""
+    return "debug_io_direct = 'data'\n" if mode == "direct" else ""
+
+
+def pgbench_jobs(clients):
+    """pgbench -j for 'clients' clients: one thread per client, at most one per core."""
+    return max(1, min(clients, os.cpu_count() or 1))
+
+
+def pgbench_args(clients, jobs):
+    """The pgbench options of every workload: prepared statements, no vacuum."""
+    return ["-M", "prepared", "-c", str(clients), "-j", str(jobs), "-n"]
+
+
+# pgbench's tables and indexes (pgbench_history has none), for pg_prewarm
+PGBENCH_RELATIONS = ("pgbench_accounts", "pgbench_accounts_pkey", "pgbench_branches",
+                     "pgbench_tellers", "pgbench_branches_pkey", "pgbench_tellers_pkey")
+
+# the processes that are not the checkpointer: with the data in
+# shared_buffers, the buffers they write (pg_stat_io) stay near 0
+OTHER_WRITERS = ("client backend", "background writer")
 
 
 def check_variants(variants, var):
@@ -112,8 +187,13 @@ def check_variants(variants, var):
 
 
 class Cluster:
-    def __init__(self, name, prefix, port, outdir):
-        self.name, self.prefix, self.port = name, prefix, port
+    """A cluster named 'name' in outdir/data-NAME, logging to
+    outdir/server-NAME.log, of the installation 'prefix' (default:
+    install_prefix(name))."""
+
+    def __init__(self, name, port, outdir, prefix=None):
+        self.name, self.port, self.outdir = name, port, outdir
+        self.prefix = prefix or install_prefix(name)
         self.data = os.path.join(outdir, "data-" + name)
         self.log = os.path.join(outdir, "server-" + name + ".log")
 
@@ -131,6 +211,22 @@ class Cluster:
         if r.returncode != 0:
             sys.exit(f"psql on {self.name} failed: {r.stderr}")
         return r.stdout.strip()
+
+    def session(self, *args, appname=None, stderr=None):
+        """A psql session fed through stdin (text, line-buffered), with the
+        psql options 'args'."""
+        env = self.env() if appname is None else dict(self.env(), PGAPPNAME=appname)
+        return subprocess.Popen([self.bin("psql"), "-X", "-q", "-At"] + list(args), env=env,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                text=True, bufsize=1)
+
+    def prewarm(self, *relations):
+        """pg_prewarm the relations (names)."""
+        self.psql("CREATE EXTENSION IF NOT EXISTS pg_prewarm; SELECT sum(pg_prewarm(c)) FROM "
+                  "unnest(ARRAY[" + ", ".join(f"'{r}'" for r in relations) + "]::regclass[]) c")
+
+    def checkpoints_done(self):
+        return int(self.psql("SELECT num_done FROM pg_stat_checkpointer"))
 
     def pgbench(self, *args):
         """Run pgbench against this server; exit on failure.  Returns the
@@ -184,6 +280,10 @@ class Cluster:
             res[t] = (int(w), int(b))
         return res
 
+    def other_writes(self):
+        """Buffers written by OTHER_WRITERS so far, in all I/O contexts."""
+        return sum(b for _, b in self.io_writes(OTHER_WRITERS, context=None).values()) // 8192
+
     def cpu_seconds(self):
         """CPU time (user + system, seconds) of the running server: the
         postmaster with its reaped children, and its live children."""
@@ -232,33 +332,105 @@ def machine_busy():
     return (sum(ticks[:8]) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def run_interleaved(clusters, runs, one_run, csv_path, fields):
+class CpuShares:
+    """The machine's CPU time from now on: the share used by the server of
+    cluster 'c' and our clients (pgbench, psql), and the share used by
+    anything else (other load: a noisy run)."""
+
+    def __init__(self, c):
+        self.c = c
+        self.cpu0, self.busy0 = c.cpu_seconds() + client_cpu(), machine_busy()
+
+    def shares(self, seconds):
+        """(cpu_share, other_cpu_share) over the 'seconds' since the start,
+        rounded; call while the server runs."""
+        ncpu = os.cpu_count() or 1
+        cpu = (self.c.cpu_seconds() + client_cpu() - self.cpu0) / seconds / ncpu
+        busy = (machine_busy() - self.busy0) / seconds / ncpu
+        return round(cpu, 3), round(max(0, busy - cpu), 3)
+
+
+class CsvOut:
+    """A CSV file (csv.DictWriter, columns 'fields') written row by row, each
+    write flushed, so that an interrupted benchmark keeps what it measured."""
+
+    def __init__(self, path, fields):
+        self.f = open(path, "w", newline="")
+        self.writer = csv.DictWriter(self.f, fieldnames=fields)
+        self.writer.writeheader()
+
+    def write(self, rows):
+        self.writer.writerows(rows)
+        self.f.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def write_csv(path, fields, rows):
+    """A CSV file with columns 'fields' and 'rows' (dicts)."""
+    with CsvOut(path, fields) as out:
+        out.write(rows)
+
+
+def alternating(clusters, rep):
+    """Run 'rep''s order: odd runs in order, even runs in reverse order."""
+    return clusters if rep % 2 else clusters[::-1]
+
+
+def rotated(items, rep):
+    """Run 'rep''s order: the list rotated by rep - 1 (run 1 in the listed
+    order, run 2 from the second item, ...)."""
+    k = (rep - 1) % len(items)
+    return items[k:] + items[:k]
+
+
+def run_interleaved(clusters, runs, one_run, csv_path, fields, order=alternating, usable=None):
     """Interleaved runs, one server at a time: for run 1..runs, for each
-    cluster, row = one_run(cluster, run), written to csv_path (CSV with
-    columns 'fields') as it comes.  Odd runs take the clusters in order, even
-    runs in reverse order, so that no variant always goes first (whatever
-    the machine did just before a run hits each variant alike).  The clusters are initialized first
-    (their init()); every server is stopped at the end, also on an error or
-    SIGTERM.  Returns the rows."""
+    cluster in order(clusters, run), row = one_run(cluster, run, position in
+    that order, from 1), written to csv_path (CSV with columns 'fields') as
+    it comes.  The orders (alternating, rotated) keep a variant from always
+    going first, so that whatever the machine did just before a run hits
+    each variant alike.  The clusters are initialized first (their outdir
+    made, their init()), then usable(clusters), if given, says which of
+    them run (none: exit); every server is stopped at the end, also on an
+    error or SIGTERM.  Returns the rows."""
     # SIGTERM ends like ^C: the finally clause stops the servers
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
     rows = []
     try:
         for c in clusters:
+            os.makedirs(c.outdir, exist_ok=True)
             c.stop_if_running()     # left over from an interrupted run
             c.init()
-        with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=fields)
-            writer.writeheader()
+        active = clusters if usable is None else usable(clusters)
+        if not active:
+            sys.exit("no variant left to run")
+        with CsvOut(csv_path, fields) as out:
             for rep in range(1, runs + 1):
-                for c in (clusters if rep % 2 else clusters[::-1]):
+                for pos, c in enumerate(order(active, rep), 1):
                     print(f"run {rep}: {c.name}", flush=True)
-                    rows.append(one_run(c, rep))
-                    writer.writerow(rows[-1])
-                    f.flush()
+                    rows.append(one_run(c, rep, pos))
+                    out.write(rows[-1:])
     finally:
         for c in clusters:
             c.stop_if_running()
+    return rows
+
+
+def run_and_report(header, clusters, runs, one_run, csv_path, fields, table, txt_path=None,
+                   **how):
+    """A benchmark of interleaved runs from start to end: print 'header',
+    run_interleaved(clusters, runs, one_run, csv_path, fields, **how), then
+    report table(rows, header), written to txt_path (default: csv_path with
+    .txt for .csv).  Returns the rows."""
+    print(header, flush=True)
+    start = time.monotonic()
+    rows = run_interleaved(clusters, runs, one_run, csv_path, fields, **how)
+    report(table(rows, header), start, csv_path, txt_path or csv_path[:-4] + ".txt")
     return rows
 
 
@@ -272,10 +444,21 @@ def report(table_text, start, csv_path, txt_path):
         f.write(text)
 
 
-def print_run(row):
-    """A run's results on one line (all but run and variant)."""
-    print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in ("run", "variant")),
-          flush=True)
+def print_run(row, skip=("run", "variant")):
+    """A run's results on one line (all but the fields 'skip')."""
+    print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in skip), flush=True)
+
+
+def table_again(table, default=None, read=None):
+    """With the arguments --table [FILE.csv] (FILE: only when there is no
+    'default' path): print table(rows, "(from FILE)") from that CSV, read
+    by 'read' (default read_csv); returns whether it did."""
+    args = sys.argv[1:]
+    if args[:1] != ["--table"] or len(args) > 2 or (len(args) == 1 and default is None):
+        return False
+    path = args[1] if len(args) == 2 else default
+    print(table((read or read_csv)(path), "(from " + path + ")"))
+    return True
 
 
 def pgbench_summary(out):
@@ -359,6 +542,11 @@ def checkpoints(logfile, offset, t0, t1):
 def of_kinds(ckpts, kinds):
     """The checkpoints whose flags name one of 'kinds' (e.g. "wal", "time")."""
     return [k for k in ckpts if set(k["flags"].split()) & set(kinds)]
+
+
+def write_phase_seconds(ckpts, t0, t1):
+    """Seconds of [t0, t1] in the write phases of 'ckpts', rounded to 0.1."""
+    return round(sum(max(0, min(k["write_end"], t1) - max(k["start"], t0)) for k in ckpts), 1)
 
 
 def write_phase_test(ckpts, kinds=("wal",)):
