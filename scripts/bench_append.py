@@ -65,7 +65,9 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_APPEND_VARIANTS ["upstream patched"]   "upstream" runs
                                 work/inst-upstream, any other name
                                 work/inst-release with its BENCH_SETTINGS
-                                (e.g. "patched:io_combine_limit=1")
+                                (e.g. "patched:io_combine_limit=1");
+                                "prev:NAME" runs NAME on BENCH_PREV_INSTALL
+                                (README.md), e.g. "upstream patched prev:patched"
 Default: 3 runs x 2 variants, about 9 minutes in all.  With --table [FILE.csv]
 (and WORK set): print the table again from that CSV (default
 work/bench/append.csv).
@@ -173,7 +175,7 @@ def one_run(c, rep, position):
         offset = os.path.getsize(c.log)
         if WARMUP:
             c.pgbench(*common, "-T", str(WARMUP))
-        logdir = os.path.join(OUT, "txlog-" + c.name)
+        logdir = os.path.join(OUT, "txlog-" + benchlib.file_name(c.name))
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
         other0 = c.other_writes()

@@ -51,7 +51,10 @@ Variants (BENCH_CLEANUP_VARIANTS) are named BUILD-IO_METHOD-IO: BUILD
 work/inst-release with the BENCH_SETTINGS of BUILD and of the full variant
 name; IO_METHOD worker, io_uring or sync (io_method); IO buffered or direct
 (debug_io_direct = 'data': every write waits for the device).  Default: both
-builds x worker, io_uring x buffered, direct = 8 variants.  Each variant has
+builds x worker, io_uring x buffered, direct = 8 variants.  BUILD
+"prev:NAME" runs BUILD NAME on the previous build of the series in
+BENCH_PREV_INSTALL (README.md), e.g. prev:patched-worker-buffered, compared
+with the same upstream as patched-worker-buffered.  Each variant has
 its own cluster (ports BENCH_PORT + 40, + 41, ...: io_method and
 debug_io_direct are postmaster settings), with identical settings apart from
 those; only one server runs at a time.  io_uring variants whose server does
@@ -421,7 +424,7 @@ def one_run(c, rep, position):
         errlog.close()
     ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
     # every VACUUM of the run, the warm-up's included, for a closer look
-    benchlib.write_csv(os.path.join(OUT, f"vacuums-{c.name}-run{rep}.csv"),
+    benchlib.write_csv(os.path.join(OUT, f"vacuums-{benchlib.file_name(c.name)}-run{rep}.csv"),
                        ["table", "start_s", "end_s", "ms", "in_period"],
                        [dict(table=table, start_s=round(start - t0, 3), end_s=round(end - t0, 3),
                              ms=ms, in_period=int(start >= t0 and end <= t1))

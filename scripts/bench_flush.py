@@ -39,7 +39,9 @@ BENCH_SCENARIOS, BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_FLUSH_SHARED_BUFFERS [16MB]
   BENCH_FLUSH_VARIANTS ["upstream patched"]   "upstream" runs
                                   work/inst-upstream, any other name
-                                  work/inst-release with its BENCH_SETTINGS
+                                  work/inst-release with its BENCH_SETTINGS;
+                                  "prev:NAME" runs NAME on BENCH_PREV_INSTALL
+                                  (README.md)
 With --table FILE.csv (and WORK set): print the table again from that CSV.
 """
 

@@ -33,10 +33,14 @@ Variants (BENCH_VARIANTS):
                   checkpointer writes through AIO (checkpoint_io_concurrency,
                   default 16);
   patched-uring   the series with io_method = io_uring;
-  patched-nosort  as patched, with checkpoint_sort = off.
+  patched-nosort  as patched, with checkpoint_sort = off;
+  prev:VARIANT    VARIANT (one of the series) run by the previous build of
+                  the series in BENCH_PREV_INSTALL (README.md), on a cluster
+                  of its own, e.g. prev:patched beside patched.
 io_method is postmaster-only, so every io_method has its own cluster
-(benchlib.cluster_of: upstream, patched, patched-sync, patched-uring; patched
-and patched-nosort share one, only a reloadable setting differs), written
+(benchlib.cluster_of: upstream, patched, patched-sync, patched-uring, and
+prev: + those for prev: variants; patched and patched-nosort share one, only
+a reloadable setting differs), written
 into its postgresql.conf at initdb.  The clusters are loaded with identical
 data and all of them run side by side, each with shared_buffers = BENCH_MB
 + 256 + BENCH_MB/4 MB (a warning if their sum exceeds 60% of MemTotal);
@@ -93,13 +97,14 @@ FIO_FIELDS = ["io", "scenario", "variant", "mb_s", "fio_qd1_mb_s", "fio_qd8_mb_s
 
 # ~1 kB rows, 3 per page at fillfactor 50: 8 kB page per 3 rows
 ROWS = MB * 1024 * 1024 // 8192 * 3
+W = max([15] + [len(v) for v in VARIANTS])     # width of the variant column
 
 
 def variant_settings(v):
-    s = {}
-    if v == "patched-nosort":
+    s, base = {}, benchlib.base_variant(v)
+    if base == "patched-nosort":
         s["checkpoint_sort"] = "off"
-    elif v.startswith("patched"):
+    elif base.startswith("patched"):
         s["checkpoint_sort"] = "on"
     s.update(benchlib.env_settings(v))
     return s
@@ -189,7 +194,7 @@ def one_run(c, v, mode, scenario, run, expected):
                sort_s=done["sort_s"], wall_s=round(wall, 3), writes=w1 - w0,
                write_bytes=b1 - b0)
     flag = "" if row["dirty_ok"] else f"  !! dirty off the expected count by {dev:+.1%}"
-    print(f"  {mode:8} {scenario:6} {v:15} run {run}: dirty={dirty} (expected {expected}, "
+    print(f"  {mode:8} {scenario:6} {v:{W}} run {run}: dirty={dirty} (expected {expected}, "
           f"before {dirty_before}) written={row['written']} "
           f"write={row['write_s']:.3f}s total={row['total_s']:.3f}s "
           f"sort={benchlib.fmt(row['sort_s'])} "
@@ -237,7 +242,7 @@ def mb_s(rows):
 
 def table(rows, csv_path):
     print(f"medians of {RUNS} runs; ratios are variant/upstream of the medians; CSV: {csv_path}")
-    hdr = (f"{'io':8} {'scen.':6} {'variant':15} {'dirty':>9} {'expected':>8} {'written':>8} "
+    hdr = (f"{'io':8} {'scen.':6} {'variant':{W}} {'dirty':>9} {'expected':>8} {'written':>8} "
            f"{'write s':>8} {'total s':>8} {'sort s':>7} {'writes':>8} {'B/write':>8} "
            f"{'MB/s':>7} {'write x':>8} {'total x':>8} {'writes x':>8}")
     print(hdr)
@@ -253,7 +258,7 @@ def table(rows, csv_path):
 
             def x(key):
                 return benchlib.fmt(benchlib.ratio(med(rs, key), med(base, key) if base else None))
-            print(f"{mode:8} {scenario:6} {v:15} {med(rs, 'dirty'):>8.0f}{flag:1} "
+            print(f"{mode:8} {scenario:6} {v:{W}} {med(rs, 'dirty'):>8.0f}{flag:1} "
                   f"{med(rs, 'expected_dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
                   f"{wr:>8.3f} {tt:>8.3f} {benchlib.fmt(so):>7} {n:>8.0f} "
                   f"{b / max(n, 1):>8.0f} {benchlib.fmt(mb_s(rs), 0):>7} {x('write_s'):>8} "
@@ -271,7 +276,7 @@ def fio_table(rows, fio, csv_path):
     print(f"device sequential write bandwidth (fio, 128 kB, direct, same run): "
           f"queue depth 1 (psync) {benchlib.fmt(qd1, 0)} MB/s, "
           f"queue depth 8 (libaio) {benchlib.fmt(qd8, 0)} MB/s")
-    hdr = f"{'io':8} {'scen.':6} {'variant':15} {'MB/s':>7} {'x fio QD1':>9} {'x fio QD8':>9}"
+    hdr = f"{'io':8} {'scen.':6} {'variant':{W}} {'MB/s':>7} {'x fio QD1':>9} {'x fio QD8':>9}"
     print(hdr)
     print("-" * len(hdr))
     out = []
@@ -283,7 +288,7 @@ def fio_table(rows, fio, csv_path):
                 continue
             bw = mb_s(rs)
             f1, f8 = benchlib.ratio(bw, qd1), benchlib.ratio(bw, qd8)
-            print(f"{mode:8} {scenario:6} {v:15} {benchlib.fmt(bw, 0):>7} "
+            print(f"{mode:8} {scenario:6} {v:{W}} {benchlib.fmt(bw, 0):>7} "
                   f"{benchlib.fmt(f1):>9} {benchlib.fmt(f8):>9}")
             out.append(dict(io=mode, scenario=scenario, variant=v,
                             mb_s=benchlib.round_or_none(bw, 1),

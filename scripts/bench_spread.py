@@ -46,8 +46,11 @@ former names SPREAD_* are refused; BENCH_PORT is described in README.md):
   BENCH_SPREAD_MAX_WAL [640MB] max_wal_size
   BENCH_SPREAD_SYNC ["on off"] synchronous_commit settings
   BENCH_SPREAD_VARIANTS ["upstream linear off compensated"]   "upstream" or
-                               a checkpoint_wal_pacing mode of the series
-Ports: upstream runs on BENCH_PORT + 10, the patched server on BENCH_PORT + 11.
+                               a checkpoint_wal_pacing mode of the series;
+                               "prev:MODE": that mode on the previous build
+                               of the series in BENCH_PREV_INSTALL (README.md)
+Ports: upstream runs on BENCH_PORT + 10, the patched server on BENCH_PORT + 11,
+the previous build's (prev: variants) on BENCH_PORT + 12.
 """
 
 import os
@@ -78,7 +81,8 @@ PHASE_FIELDS = ["run", "variant", "sync", "start_s", "write_s", "q1_mb_s", "h2_m
 
 class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        super().__init__(name, benchlib.port("spread", 0 if name == "upstream" else 1), OUT)
+        i = 0 if name == "upstream" else 2 if name.startswith(benchlib.PREV) else 1
+        super().__init__(name, benchlib.port("spread", i), OUT)
 
     def init(self):
         super().init(f"""shared_buffers = 1GB
@@ -90,9 +94,9 @@ autovacuum = off
 {benchlib.LOG_SETTINGS}""")
 
     def configure(self, variant, sync):
-        settings = {"synchronous_commit": sync}
-        if variant != "upstream":
-            settings["checkpoint_wal_pacing"] = variant
+        settings, base = {"synchronous_commit": sync}, benchlib.base_variant(variant)
+        if base != "upstream":
+            settings["checkpoint_wal_pacing"] = base
         self.set_settings(settings)
 
     def wal_stats(self):
@@ -162,7 +166,7 @@ def measure(c, variant, sync):
     if WARMUP:
         c.pgbench(*PGBENCH, "-T", str(WARMUP))
     wal0 = c.wal_stats()
-    logdir = os.path.join(OUT, f"txlog-{variant}-{sync}")
+    logdir = os.path.join(OUT, f"txlog-{benchlib.file_name(variant)}-{sync}")
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
     sampler = WriteSampler(pid, os.path.join(c.data, "pg_wal"))
@@ -295,7 +299,7 @@ def plot(sync, series, front):
     top = max(float(r["tps"]) for rows in series.values() for r in rows) * 1.1 or 1
     script.append(f"set yrange [0:{top:.0f}]")
     for variant, rows in series.items():
-        dat = os.path.join(OUT, f"plot-{variant}-{sync}.dat")
+        dat = os.path.join(OUT, f"plot-{benchlib.file_name(variant)}-{sync}.dat")
         with open(dat, "w") as f:
             for r in rows:
                 f.write(f"{r['second']} {r['tps']} {r['ckpt_write_mb_s']} {r['in_write_phase']}\n")
@@ -327,8 +331,9 @@ def replot():
 
 def table(summary):
     """Medians over the repetitions, per synchronous_commit and variant."""
+    w = max([12] + [len(s["variant"]) for s in summary])
     print()
-    print(f"{'sync':5} {'variant':12} {'tps':>8} {'x upstr':>8} {'ckpts':>5} {'CoV wr':>7} "
+    print(f"{'sync':5} {'variant':{w}} {'tps':>8} {'x upstr':>8} {'ckpts':>5} {'CoV wr':>7} "
           f"{'front':>6} {'p5/med':>7} {'p99 in':>8} {'p99 out':>8} {'peak dist MB':>12} "
           f"{'WAL kB/tx':>9} {'FPI/tx':>6} {'pg_wal MB':>9}")
     for sync in dict.fromkeys(s["sync"] for s in summary):
@@ -344,7 +349,7 @@ def table(summary):
                            "wal_kb_per_tx", "fpi_per_tx")}
             peak = max(s["peak_distance_mb"] for s in runs)
             peak_wal = max(s["peak_pg_wal_mb"] for s in runs)
-            print(f"{sync:5} {variant:12} {fmt(m['tps'], 1):>8} {fmt(x):>8} "
+            print(f"{sync:5} {variant:{w}} {fmt(m['tps'], 1):>8} {fmt(x):>8} "
                   f"{fmt(m['wal_checkpoints'], 0):>5} {fmt(m['write_rate_cov']):>7} "
                   f"{fmt(m['front_load'], 2):>6} "
                   f"{fmt(m['tps_p5_over_median_in_ckpt']):>7} {fmt(m['p99_ms_in_write']):>8} "

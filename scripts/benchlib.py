@@ -71,12 +71,13 @@ def selected(scenario, what, runs, runs_var):
 
 def env_settings(variant, var="BENCH_SETTINGS"):
     """Extra settings of one variant from e.g. BENCH_SETTINGS =
-    "patched:io_combine_limit=32;upstream:bgwriter_lru_maxpages=0"."""
+    "patched:io_combine_limit=32;upstream:bgwriter_lru_maxpages=0"; a
+    "prev:" variant has those of its base_variant."""
     s = {}
     for item in os.environ.get(var, "").split(";"):
         if ":" in item:
             name, kv = item.split(":", 1)
-            if name.strip() == variant and "=" in kv:
+            if name.strip() == base_variant(variant) and "=" in kv:
                 k, val = kv.split("=", 1)
                 s[k.strip()] = val.strip()
     return s
@@ -86,28 +87,58 @@ def env_settings(variant, var="BENCH_SETTINGS"):
 # postmaster-only setting.  Their cluster is named like the variant.
 IO_METHOD_CLUSTERS = {"patched-sync": "sync", "patched-uring": "io_uring"}
 
+# "prev:<variant>" runs like <variant>, on a cluster of its own whose binaries
+# are those of BENCH_PREV_INSTALL (a previous build of the series): the
+# current and the previous series in the same interleaved runs.
+PREV = "prev:"
+
+
+def base_variant(variant):
+    """The variant without its "prev:" prefix: what the scripts go by
+    wherever they branch on the variant name."""
+    return variant[len(PREV):] if variant.startswith(PREV) else variant
+
 
 def cluster_of(variant):
     """The cluster a variant runs on: "upstream" (unpatched), a key of
     IO_METHOD_CLUSTERS (the series with that io_method), or "patched" (the
     series with the default io_method; every other variant, told apart by
-    reloadable settings)."""
-    if variant == "upstream" or variant in IO_METHOD_CLUSTERS:
-        return variant
-    return "patched"
+    reloadable settings); "prev:" + that of <variant> for "prev:<variant>"."""
+    base = base_variant(variant)
+    name = base if base == "upstream" or base in IO_METHOD_CLUSTERS else "patched"
+    return name if base == variant else PREV + name
 
 
 def cluster_io_method(cluster):
     """The io_method of a cluster (a cluster_of name): "sync", "io_uring", or
     "worker" (the default; upstream and "patched")."""
-    return IO_METHOD_CLUSTERS.get(cluster, "worker")
+    return IO_METHOD_CLUSTERS.get(base_variant(cluster), "worker")
 
 
 def install_prefix(variant):
-    """$WORK/inst-upstream for "upstream", $WORK/inst-release for the rest
+    """$WORK/inst-upstream for "upstream", BENCH_PREV_INSTALL for a "prev:"
+    variant (exits if that is not set), $WORK/inst-release for the rest
     (every cluster of the series)."""
-    inst = "inst-upstream" if cluster_of(variant) == "upstream" else "inst-release"
+    cluster = cluster_of(variant)
+    if cluster.startswith(PREV):
+        prev = os.environ.get("BENCH_PREV_INSTALL")
+        if cluster == PREV + "upstream":
+            sys.exit(f"variant {variant}: \"prev:\" takes a variant of the series "
+                     f"(e.g. prev:patched), not upstream")
+        if not prev:
+            sys.exit(f"variant {variant} needs BENCH_PREV_INSTALL: the installation of a "
+                     f"previous build of the series (e.g. $WORK/inst-prev)")
+        if not os.path.isfile(os.path.join(prev, "bin", "pg_ctl")):
+            sys.exit(f"BENCH_PREV_INSTALL: no bin/pg_ctl in {prev}")
+        return prev
+    inst = "inst-upstream" if cluster == "upstream" else "inst-release"
     return os.path.join(os.environ["WORK"], inst)
+
+
+def file_name(name):
+    """A variant or cluster name as part of a file name: ":" (of "prev:")
+    becomes "-"."""
+    return name.replace(":", "-")
 
 
 def bench_dir(*parts):
@@ -194,8 +225,8 @@ class Cluster:
     def __init__(self, name, port, outdir, prefix=None):
         self.name, self.port, self.outdir = name, port, outdir
         self.prefix = prefix or install_prefix(name)
-        self.data = os.path.join(outdir, "data-" + name)
-        self.log = os.path.join(outdir, "server-" + name + ".log")
+        self.data = os.path.join(outdir, "data-" + file_name(name))
+        self.log = os.path.join(outdir, "server-" + file_name(name) + ".log")
 
     def bin(self, prog):
         return os.path.join(self.prefix, "bin", prog)

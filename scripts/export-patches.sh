@@ -1,21 +1,48 @@
 #!/usr/bin/env bash
-# Regenerate patches/ from the work tree: one file per commit after the
-# upstream tag.  The output is stable: no commit ids, no patch numbers in the
-# subject, no git version signature, so unchanged patches come out
-# byte-identical.
+# Regenerate patches/ from the work tree: git format-patch -v$SERIES_VERSION,
+# one file per commit after the upstream tag, and the cover letter.
+#
+# The cover letter's subject and text are kept in scripts/cover-letter.txt
+# (first line: the subject; then a blank line and the body); the shortlog and
+# diffstat below them are git's.  It is written as
+# v<N>-0000-cover-letter.txt, not .patch, so that "git am patches/*.patch"
+# applies the series as it stands (git am stops at a mail without a diff),
+# as a reviewer applies the attachments of the mail.
+#
+# The output is stable: no commit ids, no git version signature, so
+# unchanged patches come out byte-identical.
 . "$(dirname "$0")/lib.sh"
 [ -d "$TREE/.git" ] || die "no work tree at $TREE (run: make tree)"
+cover_src=$TOP/scripts/cover-letter.txt
+[ -f "$cover_src" ] || die "no $cover_src"
+v=$SERIES_VERSION
 tmp=$(as_builder mktemp -d)
-as_builder git -C "$TREE" format-patch -q --zero-commit --no-numbered --no-signature \
-  --no-stat --abbrev=12 -o "$tmp" "$UPSTREAM_TAG"..HEAD
+as_builder git -C "$TREE" format-patch -q -v"$v" --cover-letter --zero-commit \
+  --no-signature --abbrev=12 -o "$tmp" "$UPSTREAM_TAG"..HEAD
 # never leave patches/ empty: replace it only with what format-patch produced
-if ! compgen -G "$tmp/*.patch" >/dev/null; then
+if ! compgen -G "$tmp/v$v-0001-*.patch" >/dev/null; then
   as_builder rm -rf "$tmp"
   die "git format-patch produced no patches from $UPSTREAM_TAG..HEAD in $TREE; patches/ left as it was"
 fi
-rm -f "$TOP"/patches/*.patch
+# the cover letter: our subject and text in place of git's placeholders
+python3 - "$tmp/v$v-0000-cover-letter.patch" "$cover_src" <<'PY'
+import sys
+path, src = sys.argv[1], sys.argv[2]
+subject, _, body = open(src).read().partition("\n\n")
+text = open(path).read()
+for placeholder, value in (("*** SUBJECT HERE ***", subject.strip()),
+                           ("*** BLURB HERE ***", body.strip())):
+    if text.count(placeholder) != 1:
+        sys.exit("cover letter: no single %r in git's output" % placeholder)
+    text = text.replace(placeholder, value)
+# no date line: unchanged text comes out byte-identical
+text = "".join(l for l in text.splitlines(True) if not l.startswith("Date: "))
+open(path, "w").write(text)
+PY
+rm -f "$TOP"/patches/*.patch "$TOP"/patches/*-cover-letter.txt
 mkdir -p "$TOP/patches"
-cp "$tmp"/*.patch "$TOP/patches/"
+cp "$tmp"/v"$v"-0*.patch "$TOP/patches/"
+mv "$TOP/patches/v$v-0000-cover-letter.patch" "$TOP/patches/v$v-0000-cover-letter.txt"
 as_builder rm -rf "$tmp"
 git -C "$TOP" status --short -- patches/ || true
 ls "$TOP"/patches/

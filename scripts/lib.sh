@@ -43,7 +43,12 @@ build_config() {
       SRC=$UPSTREAM_SRC; BLD=$WORK/build-upstream; PREFIX=$WORK/inst-upstream
       MESON_OPTS="-Dbuildtype=release -Dtap_tests=disabled"
       ;;
-    *) die "unknown build configuration '$1' (check, release, upstream, upstream-check)";;
+    prev)
+      # an earlier revision of the series, for benchmarks (build-prev.sh)
+      SRC=$WORK/prev-src; BLD=$WORK/build-prev; PREFIX=$WORK/inst-prev
+      MESON_OPTS="-Dbuildtype=release -Dtap_tests=disabled"
+      ;;
+    *) die "unknown build configuration '$1' (check, release, upstream, upstream-check, prev)";;
   esac
   MESON_OPTS="$MESON_OPTS -Dicu=enabled -Dlz4=enabled -Dzstd=enabled -Dreadline=enabled -Dssl=none -Dnls=disabled -Dplperl=disabled -Dplpython=disabled -Dpltcl=disabled -Ddocs=disabled -Dllvm=disabled -Dliburing=enabled"
 }
