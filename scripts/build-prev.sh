@@ -11,7 +11,7 @@ rev=${1:?usage: build-prev.sh REV (a revision of this repository)}
 build_config prev
 [ -d "$TREE/.git" ] || "$TOP/scripts/make-tree.sh"
 tmp=$(mktemp -d)
-git -C "$TOP" archive "$rev" patches | tar -x -C "$tmp" ||
+git -c safe.directory="$TOP" -C "$TOP" archive "$rev" patches | tar -x -C "$tmp" ||
   die "no patches/ at $rev"
 git -C "$TREE" worktree remove --force "$SRC" 2>/dev/null || rm -rf "$SRC"
 git -C "$TREE" worktree prune
