@@ -341,8 +341,9 @@ def table(summary):
             runs = [s for s in summary if s["sync"] == sync and s["variant"] == variant]
             if not runs:
                 continue
-            x = benchlib.median_of(benchlib.paired_ratios(summary, variant, "tps",
-                                                          same=("run", "sync")))
+            x = benchlib.median_of(benchlib.paired_ratios(
+                [s for s in summary if s["sync"] == sync], variant, "tps",
+                same=("run", "sync")))
             m = {k: benchlib.median_of([s.get(k) for s in runs])
                  for k in ("tps", "wal_checkpoints", "write_rate_cov", "front_load",
                            "tps_p5_over_median_in_ckpt", "p99_ms_in_write", "p99_ms_outside",
