@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread source help
+.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak source help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -31,6 +31,8 @@ help:
 	@echo "               and io_uring, and fio at queue depth 1 and 8 (128 kB direct writes)"
 	@echo "make bench-spread  spread-checkpoint (pacing) benchmark with pgbench, plots"
 	@echo "               (scripts/bench_spread.py, BENCH_SPREAD_* settings)"
+	@echo "make bench-walpeak  peak size of pg_wal when WAL comes fast, per pacing mode vs upstream"
+	@echo "               (scripts/bench_walpeak.py, BENCH_WALPEAK_* settings)"
 	@echo "make help      this list"
 
 demo:
@@ -87,3 +89,7 @@ bench:
 bench-spread:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh --spread
+
+bench-walpeak:
+	@bash $(SCRIPTS)/deps.sh --bench
+	@bash $(SCRIPTS)/bench.sh --walpeak

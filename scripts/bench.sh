@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# `make bench` and `make bench-spread`: build unpatched upstream and the
-# patched release build from the same tarball, then run on both the
-# immediate-checkpoint benchmark (bench_immediate.py),
+# `make bench`, `make bench-spread` and `make bench-walpeak`: build
+# unpatched upstream and the patched release build from the same tarball,
+# then run on both the immediate-checkpoint benchmark (bench_immediate.py),
 # the append-heavy pgbench p99 benchmark (bench_append.py), the
 # FlushBuffer-heavy pgbench benchmark (bench_flush.py) and the cleanup-lock
 # benchmark (bench_cleanup.py: a VACUUM (FREEZE) loop beside pgbench under
@@ -11,6 +11,7 @@
 # fails does not keep the others from running; the script then exits with
 # its status.
 # With --spread: the spread-checkpoint pacing benchmark (bench_spread.py).
+# With --walpeak: the peak size of pg_wal when WAL comes fast (bench_walpeak.py).
 . "$(dirname "$0")/lib.sh"
 as_builder_reexec "$@"
 "$TOP/scripts/build.sh" release
@@ -19,6 +20,10 @@ export WORK
 if [ "${1:-}" = "--spread" ]; then
   shift
   exec /usr/bin/python3 "$TOP/scripts/bench_spread.py" "$@"
+fi
+if [ "${1:-}" = "--walpeak" ]; then
+  shift
+  exec /usr/bin/python3 "$TOP/scripts/bench_walpeak.py" "$@"
 fi
 rc=0
 /usr/bin/python3 "$TOP/scripts/bench_immediate.py" "$@" || rc=$?
