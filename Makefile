@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak source help
+.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -33,6 +33,10 @@ help:
 	@echo "               (scripts/bench_spread.py, BENCH_SPREAD_* settings)"
 	@echo "make bench-walpeak  peak size of pg_wal when WAL comes fast, per pacing mode vs upstream"
 	@echo "               (scripts/bench_walpeak.py, BENCH_WALPEAK_* settings)"
+	@echo "make bench-volume  pgbench (per-second tps, stalls, p99.9) and COPY/UPDATE/VACUUM on a"
+	@echo "               loop device throttled like a cloud disk (3000 IOPS, 125 MB/s; root,"
+	@echo "               cgroup v1 blkio), buffered and debug_io_direct, series vs upstream"
+	@echo "               (scripts/bench_volume.py, BENCH_VOLUME_* settings; BENCH_VOLUME_DIR: a real disk)"
 	@echo "make help      this list"
 
 demo:
@@ -93,3 +97,9 @@ bench-spread:
 bench-walpeak:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh --walpeak
+
+# bench_volume.py: needs root for the loop device and its throttling (or
+# BENCH_VOLUME_DIR=/an/empty/mountpoint); the benchmark itself runs as pgbuild.
+bench-volume:
+	@bash $(SCRIPTS)/deps.sh --bench
+	@bash $(SCRIPTS)/bench.sh --volume

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make bench`, `make bench-spread` and `make bench-walpeak`: build
+# `make bench`, `make bench-spread`, `make bench-walpeak` and
+# `make bench-volume`: build
 # unpatched upstream and the patched release build from the same tarball,
 # then run on both the immediate-checkpoint benchmark (bench_immediate.py),
 # the append-heavy pgbench p99 benchmark (bench_append.py), the
@@ -12,10 +13,40 @@
 # its status.
 # With --spread: the spread-checkpoint pacing benchmark (bench_spread.py).
 # With --walpeak: the peak size of pg_wal when WAL comes fast (bench_walpeak.py).
+# With --volume: pgbench and COPY/VACUUM on a throttled loop device
+# (bench_volume.py); as root, bench_volume.py itself runs as root: it sets
+# the volume up (losetup, mkfs, mount, blkio throttling), runs the benchmark
+# as the build user and tears the volume down.
+# BENCH_BUILD=no: no build, the installations as they are (both must exist).
 . "$(dirname "$0")/lib.sh"
+
+build_both() {
+  if [ "${BENCH_BUILD:-yes}" = no ]; then
+    for p in inst-release inst-upstream; do
+      [ -x "$WORK/$p/bin/pg_ctl" ] || die "BENCH_BUILD=no, but $WORK/$p is not installed"
+    done
+    msg "BENCH_BUILD=no: $WORK/inst-release and $WORK/inst-upstream as they are"
+    return
+  fi
+  "$TOP/scripts/build.sh" release
+  "$TOP/scripts/build.sh" upstream
+}
+
+if [ "${1:-}" = "--volume" ]; then
+  shift
+  if [ "$(id -u)" = 0 ]; then
+    ensure_builder
+    mkdir -p "$WORK"
+    chown "$BUILDER": "$WORK"
+    runuser -u "$BUILDER" -- test -r "$TOP/UPSTREAM" ||
+      die "user $BUILDER cannot read $TOP; make its parent directories world-searchable (chmod o+x) or clone elsewhere"
+  fi
+  build_both        # build.sh runs as the build user
+  export WORK PG_BUILDER="$BUILDER"
+  exec /usr/bin/python3 "$TOP/scripts/bench_volume.py" "$@"
+fi
 as_builder_reexec "$@"
-"$TOP/scripts/build.sh" release
-"$TOP/scripts/build.sh" upstream
+build_both
 export WORK
 if [ "${1:-}" = "--spread" ]; then
   shift

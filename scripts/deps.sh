@@ -7,8 +7,11 @@
 PKGS="build-essential meson ninja-build bison flex pkg-config ccache perl
 libipc-run-perl libreadline-dev zlib1g-dev libicu-dev liblz4-dev libzstd-dev
 bzip2 xz-utils ca-certificates apt git fio gnuplot-nox python3
-libxml2-utils xsltproc docbook-xml abigail-tools liburing-dev"
-[ "${1:-}" = "--bench" ] || PKGS=$(echo $PKGS | tr ' ' '\n' | grep -vxE 'fio|gnuplot-nox' | tr '\n' ' ')
+libxml2-utils xsltproc docbook-xml abigail-tools liburing-dev
+e2fsprogs util-linux"
+# fio, gnuplot, and mkfs.ext4 and losetup (bench_volume.py's loop device):
+# only for the benchmarks
+[ "${1:-}" = "--bench" ] || PKGS=$(echo $PKGS | tr ' ' '\n' | grep -vxE 'fio|gnuplot-nox|e2fsprogs|util-linux' | tr '\n' ' ')
 
 missing=""
 for p in $PKGS; do

@@ -1,0 +1,1154 @@
+#!/usr/bin/python3
+"""Unpatched 18.6 and the series on a throttled "cloud-like" volume: pgbench
+with spread checkpoints (per-second tps, stalls, latency percentiles) and
+bulk COPY / UPDATE / VACUUM, buffered and with debug_io_direct = data.
+
+The volume (BENCH_VOLUME_DIR and BENCH_VOLUME_DEVICE unset; needs root and
+cgroup v1 blkio): a sparse image of BENCH_VOLUME_IMAGE_GB GB under
+work/bench/volume/, attached with `losetup --direct-io=on`, ext4 (mkfs -q,
+no lazy init), mounted at work/bench/volume/mnt and owned by the build user
+(pgbuild); reads and writes of the loop device throttled to the IOPS and
+MB/s (10^6 bytes) of BENCH_VOLUME_PROFILE: "cloud" 3000 IOPS, 125 MB/s;
+"small" 1000 IOPS, 60 MB/s; "IOPS:MBPS" (e.g. "16000:1000"); "none".  The
+limits are set in the ROOT blkio cgroup (blkio.throttle.{read,write}_
+{iops,bps}_device of /sys/fs/cgroup/blkio, for the loop device's major:minor;
+they apply to that device only) and the benchmark joins the root cgroup: a
+child cgroup (pgbench_volume) would throttle only the benchmark's direct
+I/O, not buffered writes, which the kernel's writeback threads (root cgroup)
+issue -- cgroup v1 has no writeback attribution, and its throttling is
+flat here (measured: 1 GB written buffered, then fsync'ed, from a child
+cgroup limited to 125 MB/s ran at 729 MB/s).  Before the benchmark, a check
+writes for 5 s each with 8 kB and 128 kB direct writes (fio at queue depth 1
+if installed, else dd) and 640 MB buffered then fsync'ed (dd), before and
+after throttling; the MB/s show that the volume behaves like a cloud disk
+(cloud: ~24 MB/s at 8 kB, i.e. 3000 IOPS; ~125 MB/s at 128 kB and buffered).
+At the end, also on an error, ^C or SIGTERM: the servers are stopped, the
+volume unmounted, the limits removed, the loop device detached and the image
+deleted.  BENCH_VOLUME_DIR=/an/empty/mountpoint (a DBA's real disk) runs on
+that directory as it is (no loop device, no throttling, root only to chown
+it to pgbuild if pgbuild cannot write there; only lost+found and our own
+data-* directories may be in it; they are removed at the end).
+BENCH_VOLUME_DEVICE=/dev/xxx makes an ext4 on that block device, mounted at
+work/bench/volume/mnt, unthrottled: it DESTROYS what is on it and is refused
+unless BENCH_VOLUME_DEVICE_OK=yes.
+
+Clusters: "upstream" (work/inst-upstream) and "series" (work/inst-release),
+each with its own data directory on the volume, data and WAL both there,
+data checksums on, autovacuum off (the pgbench tables are vacuumed before
+every run instead), checkpoint_timeout BENCH_VOLUME_CHECKPOINT_TIMEOUT,
+checkpoint_completion_target 0.9, log_checkpoints on; server logs under
+work/bench/volume/ (not throttled).  One server runs at a time, restarted
+for every run with the run's settings (shared_buffers, the variant's).
+Ports BENCH_PORT + 60 (upstream) and + 61 (series).
+
+Scenario "pgbench": pgbench -i -s BENCH_VOLUME_SCALE, once per cluster;
+max_wal_size BENCH_VOLUME_MAX_WAL (large: checkpoints come by time).
+shared_buffers per BENCH_VOLUME_SB: "small" 256MB (less than the data: the
+main case), "large" 2GB (more).  A run: start the server; TRUNCATE
+pgbench_history, VACUUM the other pgbench tables, CHECKPOINT; pg_prewarm of
+the pgbench tables and indexes (buffered I/O: the kernel's page cache gets
+them all, as after a run; shared_buffers what fits); BENCH_VOLUME_WARMUP s of
+the workload; CHECKPOINT (every run starts alike: the next timed checkpoint
+comes BENCH_VOLUME_CHECKPOINT_TIMEOUT later); pg_stat_reset_shared('io');
+BENCH_VOLUME_SECONDS s of pgbench -M prepared -c BENCH_VOLUME_CLIENTS -j 2
+-P 1 -l (every transaction logged, under work/bench/volume/, deleted once
+read); stop the server.  Per run: mean and median of the per-second tps
+(-P 1), p5 of it, stall seconds (seconds with tps below 1/10 of the run's
+median), transaction latency p99, p99.9 and max; the timed checkpoints that
+completed in the run, with the median of their write and sync times (from
+their "checkpoint complete" lines); pg_stat_io (object relation, context
+normal) writes and write_bytes of the client backends, the background writer
+and the checkpointer (blocks per write = write_bytes / writes / 8192); the
+device's MB/s and IOPS written and MB/s read (blkio statistics of the loop
+device; none for BENCH_VOLUME_DIR/DEVICE); the CPU share of the server and
+pgbench, and of anything else (other_cpu: a noisy run).
+Variants (BENCH_VOLUME_VARIANTS): "upstream" or "series", optionally with
+settings: "series:debug_io_direct=data", "upstream:backend_flush_after=
+256kB", "series:a=1,b=2".  BENCH_SETTINGS (README.md) entries for
+"upstream" or "series" apply to every variant of that build.  Runs are
+interleaved: run k runs every variant, in the listed order rotated by k - 1.
+Table per shared_buffers size: medians over the runs, the mean tps run by
+run; "x upstr" = median of the ratios, within a run, of the mean tps to
+upstream's (buffered), "x same" = to the upstream variant with the same
+settings.  Targets (shared_buffers small): series:debug_io_direct=data mean
+tps >= upstream's with no stall second in any run;
+series:backend_flush_after=256kB >= 1.1 x upstream:backend_flush_after=256kB.
+
+Scenario "bulk": shared_buffers BENCH_VOLUME_BULK_SHARED_BUFFERS, max_wal_size
+BENCH_VOLUME_BULK_MAX_WAL; input: a text file of BENCH_VOLUME_COPY_GB GiB
+(rows "id, 0, 100 x's"), made once under work/bench/volume/ (not
+throttled) and deleted at the end.  A run: start the server, CREATE TABLE t
+(id int, a int, pad text), CHECKPOINT, pg_stat_reset_shared('io'); timed:
+COPY t FROM the file, CHECKPOINT, UPDATE t SET a = a + 1, CHECKPOINT, VACUUM
+t, CHECKPOINT; then pg_stat_io of the client backends: writes and
+write_bytes in contexts bulkwrite (COPY's ring), vacuum (VACUUM's ring) and
+normal (mostly the UPDATE); DROP TABLE t; stop.  Variants
+(BENCH_VOLUME_BULK_VARIANTS), runs and order as above.  Table: medians of the
+times and blocks per write; "x same" = median of the ratios, within a run,
+to the upstream variant with the same settings (same I/O mode).  Targets:
+COPY and VACUUM time, series / upstream, <= 0.3 with debug_io_direct = data,
+<= 0.9 buffered.  The volume must hold the table twice (after the UPDATE:
+about 2.8 x BENCH_VOLUME_COPY_GB) and the WAL of both clusters (up to
+BENCH_VOLUME_BULK_MAX_WAL each).
+
+Output: work/bench/volume-<date>.csv (pgbench: one row per run and variant),
+volume-<date>-seconds.csv (per second: run, sb, variant, second, tps,
+lat_ms, in_checkpoint), volume-<date>-bulk.csv (bulk: one row per run and
+variant), volume-<date>.txt (the tables, also printed, with the volume and
+its check), volume-<date>-<sb>.png (gnuplot: per-second tps, a panel per
+variant, every run a line, run 1's checkpoints shaded).  With --table
+FILE.csv (the pgbench or the bulk CSV; WORK set): print the tables again;
+--replot FILE.csv: draw the PNGs again.
+
+`make bench-volume` runs this (as root: scripts/bench.sh runs it as root, it
+sets the volume up and runs the benchmark as pgbuild).  Full size, default
+settings: about 1.5 hours.  Environment (defaults in brackets; BENCH_BUILD,
+BENCH_SETTINGS and BENCH_PORT are described in README.md):
+  BENCH_VOLUME_SCENARIOS ["pgbench bulk"]
+  BENCH_VOLUME_PROFILE [cloud]       cloud, small, IOPS:MBPS or none
+  BENCH_VOLUME_IMAGE_GB [12]         size of the sparse image (GiB)
+  BENCH_VOLUME_DIR []                run on this directory instead
+  BENCH_VOLUME_DEVICE []             mkfs + mount this device instead
+  BENCH_VOLUME_DEVICE_OK []          "yes": BENCH_VOLUME_DEVICE may be wiped
+  BENCH_VOLUME_RUNS [2]              runs of every variant (both scenarios)
+  BENCH_VOLUME_SCALE [50]            pgbench scale (~750 MB)
+  BENCH_VOLUME_CLIENTS [8]           pgbench -c (-j 2)
+  BENCH_VOLUME_SECONDS [150]         measured seconds per pgbench run
+  BENCH_VOLUME_WARMUP [20]           unmeasured seconds of pgbench first
+  BENCH_VOLUME_CHECKPOINT_TIMEOUT [45s]
+  BENCH_VOLUME_MAX_WAL [8GB]         max_wal_size of the pgbench scenario
+  BENCH_VOLUME_SB ["small"]          "small" (256MB), "large" (2GB) or both
+  BENCH_VOLUME_VARIANTS ["upstream upstream:backend_flush_after=256kB
+      upstream:debug_io_direct=data series series:backend_flush_after=256kB
+      series:debug_io_direct=data"]
+  BENCH_VOLUME_COPY_GB [2]           size of the COPY input (GiB; 0.2: quick)
+  BENCH_VOLUME_BULK_SHARED_BUFFERS [128MB]
+  BENCH_VOLUME_BULK_MAX_WAL [2GB]
+  BENCH_VOLUME_BULK_VARIANTS ["upstream upstream:debug_io_direct=data series
+      series:debug_io_direct=data"]
+"""
+
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import statistics
+import subprocess
+import sys
+import time
+
+import benchlib
+from benchlib import fmt
+
+OUT = benchlib.bench_dir("volume")
+MNT = os.path.join(OUT, "mnt")
+IMAGE = os.path.join(OUT, "volume.img")
+BLKIO = "/sys/fs/cgroup/blkio"
+THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
+(SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
+ CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
+ BULK_VARIANTS) = benchlib.settings(
+    "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
+    DEVICE="", DEVICE_OK="", RUNS=2, SCALE=50, CLIENTS=8, SECONDS=150, WARMUP=20,
+    CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
+    VARIANTS=["upstream", "upstream:backend_flush_after=256kB", "upstream:debug_io_direct=data",
+              "series", "series:backend_flush_after=256kB", "series:debug_io_direct=data"],
+    COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
+    BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
+                   "series:debug_io_direct=data"])
+PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
+SB_SIZES = {"small": "256MB", "large": "2GB"}
+BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
+BUILDER = os.environ.get("PG_BUILDER", "pgbuild")
+CHECK_S = 5             # seconds of each direct-write check
+CHECK_BUFFERED_MB = 640     # MB of the buffered-write check
+STALL = 0.1             # a second below this share of the run's median tps stalls
+PGBENCH = benchlib.pgbench_args(CLIENTS, min(2, CLIENTS))
+WRITERS = {"client backend": "backend", "background writer": "bgwriter",
+           "checkpointer": "ckpt"}
+FIELDS = (["run", "sb", "variant", "mean_tps", "median_tps", "p5_tps", "stall_s", "lat_p99_ms",
+           "lat_p999_ms", "lat_max_ms", "transactions", "checkpoints", "ckpt_write_s",
+           "ckpt_sync_s"] +
+          [f"{p}_{k}" for p in WRITERS.values() for k in ("writes", "write_bytes")] +
+          ["dev_write_mb_s", "dev_write_iops", "dev_read_mb_s", "cpu", "other_cpu"])
+SECOND_FIELDS = ["run", "sb", "variant", "second", "tps", "lat_ms", "in_checkpoint"]
+BULK_CONTEXTS = ("bulkwrite", "vacuum", "normal")
+BULK_FIELDS = (["run", "variant", "copy_s", "copy_ckpt_s", "update_s", "update_ckpt_s",
+                "vacuum_s", "vacuum_ckpt_s", "table_mb"] +
+               [f"{x}_{k}" for x in BULK_CONTEXTS for k in ("writes", "write_bytes")] +
+               ["dev_write_mb", "dev_writes"])
+TARGETS_PGBENCH = (("series:debug_io_direct=data", "upstream", 1.0, True),
+                   ("series:backend_flush_after=256kB", "upstream:backend_flush_after=256kB",
+                    1.1, False))
+
+
+# ---------------------------------------------------------------- variants
+
+def build_of(variant):
+    return variant.split(":", 1)[0]
+
+
+def variant_settings(variant):
+    """The settings of a variant ("series:a=1,b=2" -> {a: 1, b: 2}), on top
+    of BENCH_SETTINGS' for its build."""
+    s = benchlib.env_settings(build_of(variant))
+    if ":" in variant:
+        for kv in variant.split(":", 1)[1].split(","):
+            k, _, val = kv.partition("=")
+            s[k.strip()] = val.strip()
+    return s
+
+
+def same_upstream(variant):
+    """The upstream variant with the same settings as 'variant' ("series:X"
+    -> "upstream:X"), the base of "x same"."""
+    return "upstream" + variant[len(build_of(variant)):]
+
+
+def check_variants(variants, var):
+    benchlib.check_variants(variants, var)
+    for v in variants:
+        bad = build_of(v) not in BUILDS or (":" in v and not all(
+            "=" in kv and kv.split("=")[0].strip() for kv in v.split(":", 1)[1].split(",")))
+        if bad:
+            sys.exit(f"{var}: bad variant {v!r}: \"upstream\" or \"series\", optionally "
+                     f"followed by :name=value[,name=value...]")
+
+
+def is_direct(variant):
+    return "debug_io_direct" in variant_settings(variant)
+
+
+# ---------------------------------------------------------------- the volume (as root)
+
+def limits():
+    """(IOPS, MB/s) of BENCH_VOLUME_PROFILE, or None ("none")."""
+    if PROFILE == "none":
+        return None
+    if PROFILE in PROFILES:
+        return PROFILES[PROFILE]
+    m = re.fullmatch(r"(\d+):(\d+)", PROFILE)
+    if not m:
+        sys.exit(f"BENCH_VOLUME_PROFILE: {PROFILE!r}: cloud, small, IOPS:MBPS (e.g. 16000:1000) "
+                 f"or none")
+    return int(m.group(1)), int(m.group(2))
+
+
+def run_cmd(*args):
+    """Run a command (a list); exit with its output on failure."""
+    r = subprocess.run(list(args), capture_output=True, text=True)
+    if r.returncode:
+        sys.exit(f"{' '.join(args)} failed: {(r.stderr or r.stdout).strip()}")
+    return r.stdout.strip()
+
+
+def devno(path):
+    """"MAJ:MIN" of a block device, or of the whole disk under a directory
+    (a partition's parent), or None."""
+    st = os.stat(path)
+    d = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    mm = f"{os.major(d)}:{os.minor(d)}"
+    sysdir = f"/sys/dev/block/{mm}"
+    if os.path.exists(os.path.join(sysdir, "partition")):
+        try:
+            with open(os.path.join(os.path.realpath(sysdir), "..", "dev")) as f:
+                mm = f.read().strip()
+        except OSError:
+            pass
+    return mm
+
+
+def mounted(path):
+    """Whether 'path' (a directory or a device) is in /proc/mounts."""
+    real = os.path.realpath(path)
+    with open("/proc/mounts") as f:
+        for line in f:
+            dev, mnt = line.split()[:2]
+            if real in (os.path.realpath(dev), mnt.replace("\\040", " ")):
+                return True
+    return False
+
+
+def builder_ids():
+    try:
+        pw = pwd.getpwnam(BUILDER)
+    except KeyError:
+        sys.exit(f"no user {BUILDER} (scripts/lib.sh creates it: run through make bench-volume)")
+    return pw
+
+
+def mb_s(nbytes, seconds):
+    return nbytes / seconds / 1e6 if seconds > 0 else None
+
+
+def direct_write_mb_s(path, kb):
+    """MB/s of CHECK_S seconds of kb-sized direct writes at queue depth 1,
+    into the file 'path': fio if installed, else dd."""
+    if shutil.which("fio"):
+        r = subprocess.run(["fio", "--name=check", f"--filename={path}", "--rw=write",
+                            f"--bs={kb}k", "--direct=1", "--ioengine=psync", "--size=1g",
+                            f"--runtime={CHECK_S}", "--time_based", "--output-format=json"],
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            try:
+                return json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]["write"][
+                    "bw_bytes"] / 1e6
+            except (ValueError, KeyError, IndexError):
+                pass
+        print(f"fio failed ({r.stderr.strip()[:200]}); dd instead", flush=True)
+    r = subprocess.run(["timeout", "-s", "INT", str(CHECK_S), "dd", "if=/dev/zero", f"of={path}",
+                        f"bs={kb}k", "oflag=direct", f"count={(1 << 30) // (kb * 1024)}"],
+                       capture_output=True, text=True)
+    return dd_mb_s(r.stderr)
+
+
+def dd_mb_s(out):
+    m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
+    return mb_s(int(m.group(1)), float(m.group(2))) if m else None
+
+
+def buffered_write_mb_s(path):
+    """MB/s of CHECK_BUFFERED_MB MB written buffered and then fsync'ed (dd)."""
+    r = subprocess.run(["dd", "if=/dev/zero", f"of={path}", "bs=1M",
+                        f"count={CHECK_BUFFERED_MB}", "conv=fsync"],
+                       capture_output=True, text=True)
+    return dd_mb_s(r.stderr)
+
+
+def volume_check(directory):
+    """{"8 kB direct": MB/s, "128 kB direct": MB/s, "buffered + fsync": MB/s}
+    of writes into 'directory'."""
+    f = os.path.join(directory, "volume-check.tmp")
+    res = {}
+    try:
+        for what, fn in (("8 kB direct", lambda: direct_write_mb_s(f, 8)),
+                         ("128 kB direct", lambda: direct_write_mb_s(f, 128)),
+                         (f"{CHECK_BUFFERED_MB} MB buffered + fsync",
+                          lambda: buffered_write_mb_s(f))):
+            res[what] = fn()
+            print(f"  {what} writes: {fmt(res[what], 1)} MB/s", flush=True)
+        return res
+    finally:
+        if os.path.exists(f):
+            os.remove(f)
+
+
+class Volume:
+    """Where the clusters' data go, set up, checked and torn down: a loop
+    device throttled by the root blkio cgroup (default), a block device
+    (BENCH_VOLUME_DEVICE) or a directory (BENCH_VOLUME_DIR)."""
+
+    def __init__(self):
+        self.kind = "dir" if DIR else "device" if DEVICE else "loop"
+        self.limits = limits() if self.kind == "loop" else None
+        self.path = os.path.abspath(DIR) if DIR else MNT
+        self.dev, self.mm, self.is_mounted, self.throttled = None, None, False, False
+        self.child = None
+
+    def prerequisites(self):
+        """Exit with what is missing, before anything is changed."""
+        root = os.geteuid() == 0
+        if self.kind == "dir":
+            if DEVICE:
+                sys.exit("BENCH_VOLUME_DIR and BENCH_VOLUME_DEVICE: set one of them")
+            if not os.path.isdir(self.path):
+                sys.exit(f"BENCH_VOLUME_DIR: {self.path} is not a directory")
+            extra = [e for e in os.listdir(self.path)
+                     if e != "lost+found" and not e.startswith("data-")]
+            if extra:
+                sys.exit(f"BENCH_VOLUME_DIR: {self.path} is not empty ({' '.join(extra[:5])}): "
+                         f"give an empty mountpoint")
+            if not root and not os.access(self.path, os.W_OK):
+                sys.exit(f"BENCH_VOLUME_DIR: {self.path} is not writable (run as root to "
+                         f"chown it to {BUILDER})")
+            return
+        need = []
+        if not root:
+            need.append("root (losetup, mkfs, mount and the blkio cgroup need it; or set "
+                        "BENCH_VOLUME_DIR=/an/empty/mountpoint to use a disk as it is)")
+        for prog, pkg in (("losetup", "util-linux"), ("mount", "util-linux"),
+                          ("umount", "util-linux"), ("mkfs.ext4", "e2fsprogs")):
+            if not shutil.which(prog):
+                need.append(f"{prog} (Debian package {pkg}; make deps)")
+        if self.kind == "device":
+            if DEVICE_OK != "yes":
+                need.append(f"BENCH_VOLUME_DEVICE_OK=yes: mkfs.ext4 destroys everything on "
+                            f"{DEVICE}")
+            if not os.path.exists(DEVICE) or not stat.S_ISBLK(os.stat(DEVICE).st_mode):
+                need.append(f"a block device at {DEVICE}")
+            elif mounted(DEVICE):
+                need.append(f"{DEVICE} not mounted (it is)")
+        else:
+            if not os.path.exists("/dev/loop-control"):
+                need.append("loop device support (/dev/loop-control; modprobe loop, or in a "
+                            "container: --privileged or the /dev/loop* devices)")
+            if self.limits and not os.path.exists(f"{BLKIO}/blkio.throttle.write_iops_device"):
+                need.append(f"cgroup v1 blkio throttling ({BLKIO}/blkio.throttle.write_iops_"
+                            f"device; with cgroup v2 only, use BENCH_VOLUME_PROFILE=none "
+                            f"(unthrottled) or BENCH_VOLUME_DIR)")
+            os.makedirs(os.path.dirname(OUT), exist_ok=True)
+            st = os.statvfs(os.path.dirname(OUT))
+            if st.f_bavail * st.f_frsize < IMAGE_GB * (1 << 30):
+                need.append(f"{IMAGE_GB} GB free under {os.path.dirname(OUT)} for the image "
+                            f"(BENCH_VOLUME_IMAGE_GB; {st.f_bavail * st.f_frsize >> 30} GB free)")
+        if need:
+            sys.exit("bench-volume cannot set up the volume; missing:\n  " + "\n  ".join(need))
+
+    def cleanup_leftovers(self):
+        """What an interrupted run (killed: no teardown) left: a mount at
+        MNT, the image attached."""
+        if self.kind == "dir":
+            return
+        stop_servers(MNT)
+        if mounted(MNT):
+            print(f"unmounting {MNT}, left over from an earlier run", flush=True)
+            run_cmd("umount", MNT)
+        if self.kind == "loop" and os.path.exists(IMAGE):
+            for line in run_cmd("losetup", "-j", IMAGE).splitlines():
+                dev = line.split(":")[0]
+                print(f"detaching {dev}, left over from an earlier run", flush=True)
+                set_throttle(devno(dev), None)
+                run_cmd("losetup", "-d", dev)
+            os.remove(IMAGE)
+
+    def setup(self):
+        pw = builder_ids() if os.geteuid() == 0 else None
+        if pw:
+            for d in (os.path.dirname(OUT), OUT):
+                os.makedirs(d, exist_ok=True)
+                os.chown(d, pw.pw_uid, pw.pw_gid)
+        else:
+            os.makedirs(OUT, exist_ok=True)
+        self.cleanup_leftovers()
+        if self.kind == "dir":
+            if pw and subprocess.run(["runuser", "-u", BUILDER, "--", "test", "-w",
+                                      self.path]).returncode:
+                print(f"chown {BUILDER} {self.path} ({BUILDER} cannot write there)", flush=True)
+                os.chown(self.path, pw.pw_uid, pw.pw_gid)
+            self.mm = devno(self.path)
+            return
+        if self.kind == "loop":
+            with open(IMAGE, "w") as f:
+                f.truncate(IMAGE_GB * (1 << 30))
+            self.dev = run_cmd("losetup", "--direct-io=on", "--find", "--show", IMAGE)
+            print(f"loop device {self.dev} on {IMAGE} ({IMAGE_GB} GB, sparse)", flush=True)
+        else:
+            self.dev = DEVICE
+        self.mm = devno(self.dev)
+        run_cmd("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+                self.dev)
+        os.makedirs(MNT, exist_ok=True)
+        run_cmd("mount", self.dev, MNT)
+        self.is_mounted = True
+        os.chown(MNT, pw.pw_uid, pw.pw_gid)
+
+    def throttle(self):
+        """Set the limits in the root blkio cgroup and join it (the
+        benchmark's processes and the kernel's writeback are all in it)."""
+        if not self.limits:
+            return
+        set_throttle(self.mm, self.limits)
+        self.throttled = True
+        with open("/proc/self/cgroup") as f:
+            blkio = [ln for ln in f if ":blkio:" in ln]
+        if blkio and blkio[0].strip().split(":", 2)[2] != "/":
+            with open(f"{BLKIO}/cgroup.procs", "w") as f:
+                f.write(str(os.getpid()))
+
+    def describe(self, before, after):
+        """The volume and its check, for the header of the tables."""
+        if self.kind == "dir":
+            what = f"directory {self.path} (device {self.mm}), as it is, not throttled"
+        elif self.kind == "device":
+            what = f"{self.dev} ({self.mm}), ext4, not throttled"
+        else:
+            what = (f"loop device {self.dev} ({self.mm}) with direct I/O on a {IMAGE_GB} GB "
+                    f"sparse image on the work disk, ext4, ")
+            what += (f"throttled to {self.limits[0]} IOPS and {self.limits[1]} MB/s, reads and "
+                     f"writes (root blkio cgroup; profile {PROFILE})" if self.limits
+                     else "not throttled (profile none)")
+        chk = "; ".join(f"{k} {fmt(v, 1)} MB/s" + (f" (unthrottled {fmt(before[k], 1)})"
+                                                   if before else "")
+                        for k, v in after.items())
+        return f"volume: {what}; check ({'fio' if shutil.which('fio') else 'dd'}): {chk}"
+
+    def run_bench(self, desc):
+        """The benchmark, as the build user when root: in a child process."""
+        args = [sys.executable, os.path.abspath(__file__), "--run", self.path, self.mm or "",
+                desc]
+        if os.geteuid() == 0:
+            pw = builder_ids()
+            env = dict(os.environ, HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)
+            self.child = subprocess.Popen(args, user=pw.pw_uid, group=pw.pw_gid,
+                                          extra_groups=[], env=env, cwd=os.environ["WORK"])
+        else:
+            self.child = subprocess.Popen(args)
+        rc = self.child.wait()
+        self.child = None
+        return rc
+
+    def teardown(self):
+        """Everything back as it was; every step tried, whatever failed."""
+        def step(what, fn, *args):
+            try:
+                fn(*args)
+            except (OSError, subprocess.SubprocessError, SystemExit) as e:
+                print(f"teardown: {what} failed: {e}", file=sys.stderr, flush=True)
+        if self.child is not None and self.child.poll() is None:
+            print("waiting for the benchmark to stop its servers", flush=True)
+            self.child.send_signal(signal.SIGTERM)
+            try:
+                self.child.wait(600)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
+        step("stopping the servers", stop_servers, self.path)
+        if self.kind == "dir":
+            for e in os.listdir(self.path):
+                if e.startswith("data-"):
+                    step(f"removing {e}", shutil.rmtree, os.path.join(self.path, e))
+            return
+        if self.is_mounted:
+            step(f"unmounting {MNT}", unmount, MNT)
+            step(f"removing {MNT}", os.rmdir, MNT)
+        if self.throttled:
+            step("removing the limits", set_throttle, self.mm, None)
+        if self.kind == "loop" and self.dev:
+            step(f"detaching {self.dev}", run_cmd, "losetup", "-d", self.dev)
+        if self.kind == "loop" and os.path.exists(IMAGE):
+            step(f"removing {IMAGE}", os.remove, IMAGE)
+        print("volume torn down", flush=True)
+
+
+def set_throttle(mm, lim):
+    """Limits (IOPS, MB/s) of device mm for the root blkio cgroup; None: none."""
+    for name in THROTTLE_FILES:
+        val = 0 if lim is None else lim[0] if name.endswith("iops") else lim[1] * 1000000
+        path = f"{BLKIO}/blkio.throttle.{name}_device"
+        if lim is None and not os.path.exists(path):
+            continue
+        with open(path, "w") as f:
+            f.write(f"{mm} {val}\n")
+
+
+def unmount(mnt):
+    for _ in range(10):
+        if subprocess.run(["umount", mnt], capture_output=True).returncode == 0:
+            return
+        time.sleep(1)
+    print(f"{mnt} still busy: lazy unmount", file=sys.stderr, flush=True)
+    run_cmd("umount", "-l", mnt)
+
+
+def stop_servers(path):
+    """Immediate shutdown (SIGQUIT) of any server whose data directory is in
+    'path' (data-*), waiting for it to exit: for the teardown, after the
+    benchmark stopped its own."""
+    if not os.path.isdir(path):
+        return
+    for e in os.listdir(path):
+        pidfile = os.path.join(path, e, "postmaster.pid")
+        if not e.startswith("data-") or not os.path.exists(pidfile):
+            continue
+        try:
+            with open(pidfile) as f:
+                pid = int(f.readline())
+            os.kill(pid, signal.SIGQUIT)
+        except (OSError, ValueError):
+            continue
+        print(f"stopped the server of {e} (immediate)", flush=True)
+        for _ in range(300):
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.1)
+
+
+def main_volume():
+    """As invoked: set up the volume, check it, run the benchmark on it (as
+    the build user), tear it down."""
+    vol = Volume()
+    vol.prerequisites()
+    rc = 1
+    # SIGTERM ends like ^C: the finally clause tears down
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    try:
+        vol.setup()
+        before = None
+        if vol.limits:
+            print(f"checking {vol.path}, unthrottled", flush=True)
+            before = volume_check(vol.path)
+            vol.throttle()
+        print(f"checking {vol.path}" + (", throttled" if vol.limits else ""), flush=True)
+        desc = vol.describe(before, volume_check(vol.path))
+        rc = vol.run_bench(desc)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        rc = 130
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        vol.teardown()
+    sys.exit(rc)
+
+
+# ---------------------------------------------------------------- the benchmark (as pgbuild)
+
+class Cluster(benchlib.Cluster):
+    """A cluster of one build, its data directory on the volume, its log
+    under work/bench/volume/; started with the settings of a run."""
+
+    def __init__(self, build, path):
+        super().__init__(build, benchlib.port("volume", list(BUILDS).index(build)), OUT,
+                         prefix=os.path.join(os.environ["WORK"], BUILDS[build]))
+        self.data = os.path.join(path, "data-" + build)
+
+    def init(self, max_wal):
+        super().init(f"""max_wal_size = {max_wal}
+checkpoint_timeout = {CHECKPOINT_TIMEOUT}
+checkpoint_completion_target = 0.9
+autovacuum = off
+{benchlib.LOG_SETTINGS}include_if_exists = 'variant.conf'
+""")
+
+    def start(self, settings):
+        """Start with 'settings' (dict) in variant.conf, replacing the last run's."""
+        with open(os.path.join(self.data, "variant.conf"), "w") as f:
+            f.write("".join(f"{k} = '{v}'\n" for k, v in settings.items()))
+        self.pg_ctl("start")
+
+    def stop(self):
+        self.pg_ctl("stop", "-m", "fast")
+
+
+def dev_stats(mm):
+    """{"read_bytes", "write_bytes", "reads", "writes"} of device mm so far,
+    from the blkio statistics (root cgroup and below), or None."""
+    if not mm:
+        return None
+    res = {}
+    for fname, unit in (("io_service_bytes_recursive", "_bytes"),
+                        ("io_serviced_recursive", "s")):
+        try:
+            with open(f"{BLKIO}/blkio.throttle.{fname}") as f:
+                for line in f:
+                    p = line.split()
+                    if len(p) == 3 and p[0] == mm and p[1] in ("Read", "Write"):
+                        res[p[1].lower() + unit] = int(p[2])
+        except OSError:
+            return None
+    return res if len(res) == 4 else None
+
+
+def dev_delta(a, b):
+    return None if a is None or b is None else {k: b[k] - a[k] for k in a}
+
+
+def progress(stderr):
+    """{second: (tps, latency ms)} from pgbench -P 1's lines "progress: 12.0
+    s, 4567.8 tps, lat 0.875 ms stddev ..."."""
+    prog = {}
+    for line in stderr.splitlines():
+        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+|NaN) ms", line)
+        if m:
+            lat = float(m.group(3)) if m.group(3) != "NaN" else 0.0
+            prog[int(round(float(m.group(1))))] = (float(m.group(2)), lat)
+    return prog
+
+
+def checkpoint_times(logfile, offset, ckpts):
+    """(write s, sync s) of each complete checkpoint of 'ckpts', from its
+    "checkpoint complete" line."""
+    done = {}
+    for line in benchlib.log_lines(logfile, offset):
+        m = benchlib.DONE.match(line)
+        if m:
+            d = benchlib.parse_done(m)
+            done[d["end"]] = d
+    return [(done[k["end"]]["write_s"], done[k["end"]]["sync_s"]) for k in ckpts
+            if k["complete"] and k["end"] in done]
+
+
+def blocks_per_write(writes, nbytes):
+    return round(nbytes / writes / 8192, 2) if writes else None
+
+
+def load_pgbench(clusters):
+    for c in clusters:
+        c.init(MAX_WAL)
+        c.start({"shared_buffers": SB_SIZES["small"]})
+        print(f"loading {c.name}: pgbench -i -s {SCALE} (port {c.port})", flush=True)
+        t = time.monotonic()
+        c.pgbench("-i", "-q", "-s", str(SCALE))
+        c.psql("CHECKPOINT")
+        c.stop()
+        print(f"  {time.monotonic() - t:.0f} s", flush=True)
+
+
+def pgbench_run(c, variant, sb, rep):
+    """One measured pgbench run: (summary row, per-second rows)."""
+    c.start(dict(variant_settings(variant), shared_buffers=SB_SIZES[sb]))
+    try:
+        c.psql("TRUNCATE pgbench_history")
+        c.psql("VACUUM pgbench_accounts, pgbench_branches, pgbench_tellers")
+        c.psql("CHECKPOINT")
+        c.prewarm(*benchlib.PGBENCH_RELATIONS)
+        if WARMUP:
+            c.pgbench(*PGBENCH, "-T", str(WARMUP))
+        c.psql("CHECKPOINT")
+        offset = os.path.getsize(c.log)
+        logdir = os.path.join(OUT, "txlog")     # removed once read
+        shutil.rmtree(logdir, ignore_errors=True)
+        os.makedirs(logdir)
+        c.psql("SELECT pg_stat_reset_shared('io')")
+        dev0, cpu = dev_stats(MM), benchlib.CpuShares(c)
+        t0 = time.time()
+        p = c.pgbench(*PGBENCH, "-T", str(SECONDS), "-P", "1", "-l",
+                      "--log-prefix", os.path.join(logdir, "tx"))
+        t1 = time.time()
+        dev = dev_delta(dev0, dev_stats(MM))
+        shares = cpu.shares(t1 - t0)
+        # the statistics of the checkpointer and the bgwriter reach pg_stat_io within a second
+        time.sleep(1.5)
+        io = c.io_writes(WRITERS)
+        # before the shutdown, which hurries a running checkpoint: that one
+        # is still running (not complete) at t1
+        ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
+    finally:
+        c.stop()
+    prog = progress(p.stderr)
+    secs = []
+    for s in range(1, SECONDS + 1):
+        tps, lat = prog.get(s, (0.0, 0.0))
+        mid = t0 + s - 0.5
+        secs.append(dict(run=rep, sb=sb, variant=variant, second=s, tps=tps, lat_ms=lat,
+                         in_checkpoint=int(any(k["start"] <= mid < k["end"] for k in ckpts))))
+    lats = []
+    for pair in benchlib.tx_latencies(logdir, lambda ts: False).values():
+        lats += pair[0] + pair[1]
+    shutil.rmtree(logdir, ignore_errors=True)
+    tps = [x["tps"] for x in secs]
+    med = statistics.median(tps)
+    times = checkpoint_times(c.log, offset, [k for k in benchlib.of_kinds(ckpts, ("time",))
+                                             if k["start"] >= t0 and k["end"] <= t1])
+    row = dict(run=rep, sb=sb, variant=variant, mean_tps=round(statistics.mean(tps), 1),
+               median_tps=round(med, 1), p5_tps=benchlib.pct(tps, 0.05),
+               stall_s=sum(1 for x in tps if x < STALL * med),
+               lat_p99_ms=benchlib.round_or_none(benchlib.pct(lats, 0.99)),
+               lat_p999_ms=benchlib.round_or_none(benchlib.pct(lats, 0.999)),
+               lat_max_ms=benchlib.round_or_none(max(lats) if lats else None),
+               transactions=len(lats), checkpoints=len(times),
+               ckpt_write_s=benchlib.round_or_none(benchlib.median_of([w for w, _ in times])),
+               ckpt_sync_s=benchlib.round_or_none(benchlib.median_of([s for _, s in times])),
+               dev_write_mb_s=benchlib.round_or_none(dev and dev["write_bytes"] / 1e6 /
+                                                     (t1 - t0), 1),
+               dev_write_iops=benchlib.round_or_none(dev and dev["writes"] / (t1 - t0), 0),
+               dev_read_mb_s=benchlib.round_or_none(dev and dev["read_bytes"] / 1e6 /
+                                                    (t1 - t0), 1),
+               cpu=shares[0], other_cpu=shares[1])
+    for t, p_ in WRITERS.items():
+        row[f"{p_}_writes"], row[f"{p_}_write_bytes"] = io[t]
+    benchlib.print_run(row, skip=("run", "sb", "variant"))
+    return row, secs
+
+
+def pgbench_scenario(clusters, stem, header):
+    builds = sorted({build_of(v) for v in VARIANTS}, key=list(BUILDS).index)
+    load_pgbench([clusters[b] for b in builds])
+    rows, seconds = [], []
+    with benchlib.CsvOut(stem + ".csv", FIELDS) as out, \
+            benchlib.CsvOut(stem + "-seconds.csv", SECOND_FIELDS) as sout:
+        for sb in SBS:
+            for rep in range(1, RUNS + 1):
+                for v in benchlib.rotated(VARIANTS, rep):
+                    print(f"run {rep}: {v}, shared_buffers {sb} ({SB_SIZES[sb]})", flush=True)
+                    row, secs = pgbench_run(clusters[build_of(v)], v, sb, rep)
+                    rows.append(row)
+                    seconds += secs
+                    out.write([row])
+                    sout.write(secs)
+            plot(stem, sb, [s for s in seconds if s["sb"] == sb],
+                 [r for r in rows if r["sb"] == sb])
+    return pgbench_table(rows, header)
+
+
+def make_copy_file():
+    """The COPY input: BENCH_VOLUME_COPY_GB GiB of rows "id, 0, 100 x's"."""
+    path = os.path.join(OUT, f"copy-{COPY_GB:g}GB.tsv")
+    size = int(COPY_GB * (1 << 30))
+    if os.path.exists(path) and os.path.getsize(path) >= size:
+        return path
+    print(f"writing {path}", flush=True)
+    pad, i, n = "x" * 100, 1, 0
+    with open(path, "w") as f:
+        while n < size:
+            chunk = "".join(f"{j}\t0\t{pad}\n" for j in range(i, i + 100000))
+            f.write(chunk)
+            n += len(chunk)
+            i += 100000
+    return path
+
+
+def timed(c, sql):
+    t = time.monotonic()
+    c.psql(sql)
+    return round(time.monotonic() - t, 2)
+
+
+def bulk_run(c, variant, rep, copy_file):
+    c.start(dict(variant_settings(variant), shared_buffers=BULK_SHARED_BUFFERS,
+                 max_wal_size=BULK_MAX_WAL))
+    try:
+        c.psql("DROP TABLE IF EXISTS t")
+        c.psql("CREATE TABLE t (id int, a int, pad text)")
+        c.psql("CHECKPOINT")
+        c.psql("SELECT pg_stat_reset_shared('io')")
+        dev0 = dev_stats(MM)
+        row = dict(run=rep, variant=variant)
+        row["copy_s"] = timed(c, f"COPY t FROM '{copy_file}'")
+        row["copy_ckpt_s"] = timed(c, "CHECKPOINT")
+        row["update_s"] = timed(c, "UPDATE t SET a = a + 1")
+        row["update_ckpt_s"] = timed(c, "CHECKPOINT")
+        row["vacuum_s"] = timed(c, "VACUUM t")
+        row["vacuum_ckpt_s"] = timed(c, "CHECKPOINT")
+        dev = dev_delta(dev0, dev_stats(MM))
+        row["table_mb"] = round(int(c.psql("SELECT pg_table_size('t')")) / 1048576)
+        time.sleep(0.5)     # the last backend's statistics
+        for ctx in BULK_CONTEXTS:
+            row[f"{ctx}_writes"], row[f"{ctx}_write_bytes"] = \
+                c.io_writes(["client backend"], ctx)["client backend"]
+        row["dev_write_mb"] = dev and round(dev["write_bytes"] / 1e6)
+        row["dev_writes"] = dev and dev["writes"]
+        c.psql("DROP TABLE t")
+        c.psql("CHECKPOINT")
+    finally:
+        c.stop()
+    benchlib.print_run(row)
+    return row
+
+
+def gib(size):
+    """A size setting ("2GB", "512MB") in GiB (0 if not understood)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kMGT]?B)\s*", size)
+    if not m:
+        return 0
+    return float(m.group(1)) * {"kB": 2 ** -20, "MB": 2 ** -10, "GB": 1, "TB": 1024}[m.group(2)]
+
+
+def bulk_scenario(clusters, stem, header, path):
+    builds = sorted({build_of(v) for v in BULK_VARIANTS}, key=list(BUILDS).index)
+    for b in builds:
+        clusters[b].init(BULK_MAX_WAL)
+    st = os.statvfs(path)
+    # the table after the UPDATE, and the WAL of both clusters (at most
+    # max_wal_size each, and about the WAL of one step: the table's size)
+    need = 2.8 * COPY_GB + 2 * min(gib(BULK_MAX_WAL) or 2.8 * COPY_GB, 2.8 * COPY_GB)
+    free = st.f_bavail * st.f_frsize / (1 << 30)
+    if free < need:
+        print(f"warning: {free:.1f} GB free on the volume, the bulk scenario may need about "
+              f"{need:.1f} GB (BENCH_VOLUME_IMAGE_GB, BENCH_VOLUME_COPY_GB)", flush=True)
+    copy_file = make_copy_file()
+    rows = []
+    try:
+        with benchlib.CsvOut(stem + "-bulk.csv", BULK_FIELDS) as out:
+            for rep in range(1, RUNS + 1):
+                for v in benchlib.rotated(BULK_VARIANTS, rep):
+                    print(f"bulk run {rep}: {v}", flush=True)
+                    rows.append(bulk_run(clusters[build_of(v)], v, rep, copy_file))
+                    out.write(rows[-1:])
+    finally:
+        os.remove(copy_file)
+    return bulk_table(rows, header)
+
+
+# ---------------------------------------------------------------- tables and plots
+
+def med(rs, key):
+    return benchlib.median_of([r[key] for r in rs])
+
+
+def paired(rows, variant, key, base, same):
+    return benchlib.median_of(benchlib.paired_ratios(rows, variant, key, same=same, base=base))
+
+
+def pgbench_table(rows, header):
+    lines = [header] if header else []
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    runs = sorted({r["run"] for r in rows})
+    w = max([12] + [len(v) for v in variants])
+    rw = max(10, 9 * len(runs))
+    for sb in dict.fromkeys(r["sb"] for r in rows):
+        srows = [r for r in rows if r["sb"] == sb]
+        lines += ["", f"pgbench, shared_buffers {sb} ({SB_SIZES.get(sb, sb)}): per-second tps "
+                      f"and transaction latency, medians of {len(runs)} run(s)",
+                  f"{'variant':{w}} {'mean tps by run':>{rw}} {'mean':>8} {'x upstr':>7} "
+                  f"{'x same':>6} {'median':>8} {'p5':>8} {'stall s':>7} {'p99 ms':>8} "
+                  f"{'p99.9 ms':>9} {'max ms':>8}"]
+        lines.append("-" * len(lines[-1]))
+        for v in variants:
+            rs = sorted((r for r in srows if r["variant"] == v), key=lambda r: r["run"])
+            if not rs:
+                continue
+            by_run = " ".join(f"{r['mean_tps']:8.1f}" for r in rs)
+            x = paired(srows, v, "mean_tps", "upstream", ("run", "sb")) if v != "upstream" \
+                else None
+            xs = paired(srows, v, "mean_tps", same_upstream(v), ("run", "sb")) \
+                if build_of(v) != "upstream" else None
+            lines.append(f"{v:{w}} {by_run:>{rw}} {fmt(med(rs, 'mean_tps'), 1):>8} "
+                         f"{fmt(x):>7} {fmt(xs):>6} {fmt(med(rs, 'median_tps'), 1):>8} "
+                         f"{fmt(med(rs, 'p5_tps'), 1):>8} {fmt(med(rs, 'stall_s'), 0):>7} "
+                         f"{fmt(med(rs, 'lat_p99_ms'), 1):>8} "
+                         f"{fmt(med(rs, 'lat_p999_ms'), 1):>9} "
+                         f"{fmt(med(rs, 'lat_max_ms'), 1):>8}")
+        lines += ["", f"pgbench, shared_buffers {sb}: checkpoints and writes, medians",
+                  f"{'variant':{w}} {'ckpts':>5} {'write s':>7} {'sync s':>7} "
+                  f"{'backend wr':>10} {'blk/wr':>6} {'bgwr wr':>8} {'blk/wr':>6} "
+                  f"{'ckpt wr':>8} {'blk/wr':>6} {'dev w MB/s':>10} {'dev w IOPS':>10} "
+                  f"{'dev r MB/s':>10} {'other cpu':>9}"]
+        lines.append("-" * len(lines[-1]))
+        for v in variants:
+            rs = [r for r in srows if r["variant"] == v]
+            if not rs:
+                continue
+            io = []
+            for p in WRITERS.values():
+                bpw = benchlib.median_of([blocks_per_write(r[p + "_writes"],
+                                                           r[p + "_write_bytes"]) for r in rs])
+                io.append(f"{fmt(med(rs, p + '_writes'), 0):>{10 if p == 'backend' else 8}} "
+                          f"{fmt(bpw, 2):>6}")
+            lines.append(f"{v:{w}} {fmt(med(rs, 'checkpoints'), 0):>5} "
+                         f"{fmt(med(rs, 'ckpt_write_s'), 1):>7} "
+                         f"{fmt(med(rs, 'ckpt_sync_s'), 2):>7} "
+                         f"{' '.join(io)} {fmt(med(rs, 'dev_write_mb_s'), 1):>10} "
+                         f"{fmt(med(rs, 'dev_write_iops'), 0):>10} "
+                         f"{fmt(med(rs, 'dev_read_mb_s'), 1):>10} "
+                         f"{fmt(med(rs, 'other_cpu'), 2):>9}")
+        if sb == "small":
+            lines.append("")
+            for v, base, target, no_stall in TARGETS_PGBENCH:
+                if not any(r["variant"] == v for r in srows) or \
+                        not any(r["variant"] == base for r in srows):
+                    lines.append(f"target: {v} vs {base}: not measured (both needed)")
+                    continue
+                x = paired(srows, v, "mean_tps", base, ("run", "sb"))
+                stalls = max(r["stall_s"] for r in srows if r["variant"] == v)
+                ok = x is not None and x >= target and (not no_stall or stalls == 0)
+                lines.append(f"target: {v} mean tps >= {target} x {base}'s" +
+                             (" and no stall second" if no_stall else "") +
+                             f": {fmt(x)} x" + (f", stall seconds {stalls} at most"
+                                                if no_stall else "") +
+                             f" -> {'met' if ok else 'NOT met'}")
+    lines += ["", f"mean / median / p5 = of the per-second tps (pgbench -P 1) of a run; stall s = "
+                  f"seconds with tps below {STALL} x the run's median; x upstr = median of the "
+                  f"ratios, within a run, of mean tps to upstream's (buffered); x same = to the "
+                  f"upstream variant with the same settings; latencies of every transaction "
+                  f"(pgbench -l); ckpts = timed checkpoints started and completed in the run, "
+                  f"write s and sync s = the median of theirs; wr = pg_stat_io writes (relation, "
+                  f"context normal) in the run of the client backends, the background writer, the "
+                  f"checkpointer, blk/wr = write_bytes / writes / 8192; dev = the device's writes "
+                  f"and reads (blkio statistics); other cpu = share of the machine's CPU used by "
+                  f"other processes than the server and pgbench"]
+    return "\n".join(lines)
+
+
+def bulk_table(rows, header):
+    lines = [header] if header else []
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    runs = sorted({r["run"] for r in rows})
+    w = max([12] + [len(v) for v in variants])
+    rw = max(10, 8 * len(runs))
+    lines += ["", f"bulk: COPY, UPDATE, VACUUM of a new table (s), medians of {len(runs)} run(s)",
+              f"{'variant':{w}} {'COPY s by run':>{rw}} {'COPY':>7} {'+ckpt':>7} {'x same':>6} "
+              f"{'UPDATE':>7} {'+ckpt':>7} {'VACUUM':>7} {'+ckpt':>7} {'x same':>6} "
+              f"{'bulkwr blk/wr':>13} {'vacuum blk/wr':>13} {'normal blk/wr':>13} "
+              f"{'table MB':>8} {'dev MB':>7}"]
+    lines.append("-" * len(lines[-1]))
+
+    def bpw(rs, ctx):
+        return fmt(benchlib.median_of([blocks_per_write(r[f"{ctx}_writes"],
+                                                        r[f"{ctx}_write_bytes"]) for r in rs]), 2)
+    def with_ckpt(rs, step):
+        return benchlib.median_of([r[f"{step}_s"] + r[f"{step}_ckpt_s"] for r in rs])
+    targets = []
+    for v in variants:
+        rs = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["run"])
+        base = same_upstream(v)
+        xc = xv = None
+        if build_of(v) != "upstream" and any(r["variant"] == base for r in rows):
+            xc = paired(rows, v, "copy_s", base, ("run",))
+            xv = paired(rows, v, "vacuum_s", base, ("run",))
+            t = 0.3 if is_direct(v) else 0.9
+            ok = xc is not None and xv is not None and xc <= t and xv <= t
+            targets.append(f"target: {v} / {base}, COPY and VACUUM time <= {t}: {fmt(xc)} and "
+                           f"{fmt(xv)} -> {'met' if ok else 'NOT met'}")
+        by_run = " ".join(f"{r['copy_s']:7.1f}" for r in rs)
+        lines.append(f"{v:{w}} {by_run:>{rw}} "
+                     f"{fmt(med(rs, 'copy_s'), 1):>7} {fmt(with_ckpt(rs, 'copy'), 1):>7} "
+                     f"{fmt(xc):>6} {fmt(med(rs, 'update_s'), 1):>7} "
+                     f"{fmt(with_ckpt(rs, 'update'), 1):>7} "
+                     f"{fmt(med(rs, 'vacuum_s'), 1):>7} {fmt(with_ckpt(rs, 'vacuum'), 1):>7} "
+                     f"{fmt(xv):>6} {bpw(rs, 'bulkwrite'):>13} {bpw(rs, 'vacuum'):>13} "
+                     f"{bpw(rs, 'normal'):>13} {fmt(med(rs, 'table_mb'), 0):>8} "
+                     f"{fmt(med(rs, 'dev_write_mb'), 0):>7}")
+    lines += [""] + targets
+    lines += ["", "COPY, UPDATE, VACUUM = the statement's time; +ckpt = with the CHECKPOINT right "
+                  "after it (what buffered writes leave to the kernel is written then); x same = "
+                  "median of the ratios, within a run, to the upstream variant with the same "
+                  "settings (first: COPY, second: VACUUM); blk/wr = pg_stat_io write_bytes / "
+                  "writes / 8192 of the client backends in contexts bulkwrite (COPY), vacuum "
+                  "(VACUUM) and normal (mostly the UPDATE); table MB = after the VACUUM; dev MB "
+                  "= written to the device in the run (blkio statistics)"]
+    return "\n".join(lines)
+
+
+def plot(stem, sb, secs, rows):
+    """stem-<sb>.png: per-second tps, a panel per variant, each run a line,
+    run 1's checkpoints shaded."""
+    if not secs:
+        return
+    if not shutil.which("gnuplot"):
+        print("gnuplot not installed: no plots")
+        return
+    variants = list(dict.fromkeys(s["variant"] for s in secs))
+    runs = sorted({s["run"] for s in secs})
+    png = f"{stem}-{sb}.png"
+    top = max(float(s["tps"]) for s in secs) * 1.1 or 1
+    script = [f"set terminal pngcairo noenhanced size 1400,{260 * len(variants) + 60} font ',9'",
+              f"set output '{png}'",
+              f"set multiplot layout {len(variants)},1 title 'pgbench tps per second, "
+              f"shared_buffers {sb} ({SB_SIZES.get(sb, sb)}), checkpoint_timeout "
+              f"{CHECKPOINT_TIMEOUT} (shaded: checkpoints of run 1)'",
+              "set ylabel 'tps'", "set xlabel 'seconds'", "set key top right",
+              "set style fill transparent solid 0.15 noborder", f"set yrange [0:{top:.0f}]",
+              f"set xrange [0:{max(int(s['second']) for s in secs)}]"]
+    colors = ["blue", "dark-green", "red", "purple", "brown", "black"]
+    for v in variants:
+        plots = []
+        for rep in runs:
+            dat = os.path.join(OUT, f"plot-{sb}-{benchlib.file_name(v)}-{rep}.dat"
+                               .replace("=", "-"))
+            with open(dat, "w") as f:
+                for s in secs:
+                    if s["variant"] == v and s["run"] == rep:
+                        f.write(f"{s['second']} {s['tps']} {s['in_checkpoint']}\n")
+            if rep == runs[0]:
+                # second s covers [s - 1, s)
+                plots.append(f"'{dat}' using ($1-1):($3*{top:.0f}) with fillsteps "
+                             f"lc rgb 'orange' title 'checkpoint (run {rep})'")
+            plots.append(f"'{dat}' using 1:2 with lines lw 1.2 "
+                         f"lc rgb '{colors[(rep - 1) % len(colors)]}' title 'run {rep}'")
+        stats = ", ".join(f"run {r['run']}: mean {r['mean_tps']}, stall s {r['stall_s']}"
+                          for r in rows if r["variant"] == v)
+        script.append(f"set title '{v}: {stats}'")
+        script.append("plot " + ", ".join(plots))
+    script.append("unset multiplot")
+    subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
+    print(f"plot: {png}", flush=True)
+
+
+def stem_of(path):
+    for suffix in ("-bulk.csv", "-seconds.csv", ".csv"):
+        if path.endswith(suffix):
+            return path[:-len(suffix)]
+    sys.exit(f"{path}: not a CSV of bench_volume.py")
+
+
+def again():
+    """--table FILE.csv / --replot FILE.csv; returns whether it was one."""
+    args = sys.argv[1:]
+    if len(args) != 2 or args[0] not in ("--table", "--replot"):
+        return False
+    stem = stem_of(args[1])
+    have = {s: os.path.exists(stem + s) for s in (".csv", "-seconds.csv", "-bulk.csv")}
+    if args[0] == "--table":
+        texts = [f"(from {stem}*.csv)"]
+        if have[".csv"]:
+            texts.append(pgbench_table(benchlib.read_csv(stem + ".csv"), None))
+        if have["-bulk.csv"]:
+            texts.append(bulk_table(benchlib.read_csv(stem + "-bulk.csv"), None))
+        print("\n".join(texts))
+    else:
+        if not have["-seconds.csv"]:
+            sys.exit(f"no {stem}-seconds.csv")
+        secs = benchlib.read_csv(stem + "-seconds.csv")
+        rows = benchlib.read_csv(stem + ".csv") if have[".csv"] else []
+        for sb in dict.fromkeys(s["sb"] for s in secs):
+            plot(stem, sb, [s for s in secs if s["sb"] == sb], [r for r in rows if r["sb"] == sb])
+    return True
+
+
+MM = None       # the volume's device (MAJ:MIN), for its blkio statistics
+
+
+def main_run(path, mm, desc):
+    """The benchmark on the volume at 'path' (as the build user)."""
+    global MM
+    MM = mm or None
+    os.environ.setdefault("PGCTLTIMEOUT", "1800")   # a shutdown checkpoint at 8 kB per I/O
+    os.makedirs(OUT, exist_ok=True)
+    stem = benchlib.stamped_csv("volume")[:-4]
+    parts = []
+    if "pgbench" in SCENARIOS:
+        parts.append(f"pgbench: scale {SCALE}, -M prepared -c {CLIENTS} -j {min(2, CLIENTS)}, "
+                     f"{SECONDS} s (+{WARMUP} s warm-up) per run, checkpoint_timeout "
+                     f"{CHECKPOINT_TIMEOUT}, checkpoint_completion_target 0.9, max_wal_size "
+                     f"{MAX_WAL}")
+    if "bulk" in SCENARIOS:
+        parts.append(f"bulk: COPY of {COPY_GB:g} GiB, shared_buffers {BULK_SHARED_BUFFERS}, "
+                     f"max_wal_size {BULK_MAX_WAL}")
+    header = (f"volume benchmark, unpatched 18.6 (upstream) vs the series; {desc}\n" +
+              "; ".join(parts) + f"; {RUNS} run(s) interleaved; autovacuum off (VACUUM before "
+              f"each pgbench run), data checksums on; machine: {benchlib.machine()}, "
+              f"{benchlib.mem_total_mb()} MB RAM")
+    print(header, flush=True)
+    start = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    clusters = {b: Cluster(b, path) for b in BUILDS}
+    texts = [header]
+    try:
+        for c in clusters.values():
+            c.stop_if_running()     # left over from an interrupted run
+        if "pgbench" in SCENARIOS:
+            texts.append(pgbench_scenario(clusters, stem, None))
+        if "bulk" in SCENARIOS:
+            texts.append(bulk_scenario(clusters, stem, None, path))
+    finally:
+        for c in clusters.values():
+            c.stop_if_running()
+        shutil.rmtree(os.path.join(OUT, "txlog"), ignore_errors=True)
+    outputs = [p for p in (stem + "-seconds.csv", stem + "-bulk.csv") if os.path.exists(p)]
+    benchlib.report("\n".join(texts) + ("\nalso: " + ", ".join(outputs) if outputs else ""),
+                    start, stem + ".csv" if "pgbench" in SCENARIOS else stem + "-bulk.csv",
+                    stem + ".txt")
+
+
+def main():
+    if again():
+        return
+    unknown = [s for s in SCENARIOS if s not in ("pgbench", "bulk")]
+    if unknown or not SCENARIOS:
+        sys.exit(f"BENCH_VOLUME_SCENARIOS: {' '.join(SCENARIOS)}: \"pgbench\", \"bulk\" or both")
+    bad_sb = [s for s in SBS if s not in SB_SIZES]
+    if bad_sb:
+        sys.exit(f"BENCH_VOLUME_SB: unknown {bad_sb}: \"small\", \"large\" or both")
+    check_variants(VARIANTS, "BENCH_VOLUME_VARIANTS")
+    check_variants(BULK_VARIANTS, "BENCH_VOLUME_BULK_VARIANTS")
+    if RUNS < 1:
+        sys.exit("BENCH_VOLUME_RUNS: at least 1")
+    if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:
+        try:
+            main_run(*sys.argv[2:])
+        except KeyboardInterrupt:
+            sys.exit("interrupted")
+        return
+    if sys.argv[1:]:
+        sys.exit("usage: bench_volume.py [--table FILE.csv | --replot FILE.csv]")
+    main_volume()
+
+
+if __name__ == "__main__":
+    main()
