@@ -875,12 +875,19 @@ def paired(rows, variant, key, base, same):
     return benchlib.median_of(benchlib.paired_ratios(rows, variant, key, same=same, base=base))
 
 
-def pgbench_table(rows, header):
+def table_layout(rows, header, run_width):
+    """The header lines, variants, runs and the widths of the variant and
+    by-run columns that pgbench_table() and bulk_table() share."""
     lines = [header] if header else []
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     runs = sorted({r["run"] for r in rows})
     w = max([12] + [len(v) for v in variants])
-    rw = max(10, 9 * len(runs))
+    rw = max(10, run_width * len(runs))
+    return lines, variants, runs, w, rw
+
+
+def pgbench_table(rows, header):
+    lines, variants, runs, w, rw = table_layout(rows, header, 9)
     for sb in dict.fromkeys(r["sb"] for r in rows):
         srows = [r for r in rows if r["sb"] == sb]
         lines += ["", f"pgbench, shared_buffers {sb} ({SB_SIZES.get(sb, sb)}): per-second tps "
@@ -956,11 +963,7 @@ def pgbench_table(rows, header):
 
 
 def bulk_table(rows, header):
-    lines = [header] if header else []
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    runs = sorted({r["run"] for r in rows})
-    w = max([12] + [len(v) for v in variants])
-    rw = max(10, 8 * len(runs))
+    lines, variants, runs, w, rw = table_layout(rows, header, 8)
     lines += ["", f"bulk: COPY, UPDATE, VACUUM of a new table (s), medians of {len(runs)} run(s)",
               f"{'variant':{w}} {'COPY s by run':>{rw}} {'COPY':>7} {'+ckpt':>7} {'x same':>6} "
               f"{'UPDATE':>7} {'+ckpt':>7} {'VACUUM':>7} {'+ckpt':>7} {'x same':>6} "
