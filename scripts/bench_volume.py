@@ -62,7 +62,8 @@ and the checkpointer (blocks per write = write_bytes / writes / 8192); the
 device's MB/s and IOPS written and MB/s read (blkio statistics of the loop
 device; none for BENCH_VOLUME_DIR/DEVICE); the CPU share of the server and
 pgbench, and of anything else (other_cpu: a noisy run).
-Variants (BENCH_VOLUME_VARIANTS): "upstream" or "series", optionally with
+Variants (BENCH_VOLUME_VARIANTS): "upstream" or "series" (or "prev": the
+build in BENCH_PREV_INSTALL, a previous version of the series), optionally with
 settings: "series:debug_io_direct=data", "upstream:backend_flush_after=
 256kB", "series:a=1,b=2".  BENCH_SETTINGS (README.md) entries for
 "upstream" or "series" apply to every variant of that build.  Runs are
@@ -126,6 +127,8 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_VOLUME_BULK_MAX_WAL [2GB]
   BENCH_VOLUME_BULK_VARIANTS ["upstream upstream:debug_io_direct=data series
       series:debug_io_direct=data"]
+  BENCH_VOLUME_BULK_STEPS ["copy update vacuum"]   the statements run (in
+      this order; UPDATE and VACUUM need the COPY's table)
 """
 
 import json
@@ -150,7 +153,7 @@ BLKIO = "/sys/fs/cgroup/blkio"
 THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
- BULK_VARIANTS) = benchlib.settings(
+ BULK_VARIANTS, BULK_STEPS) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=2, SCALE=50, CLIENTS=8, SECONDS=150, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -158,10 +161,13 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
               "series", "series:backend_flush_after=256kB", "series:debug_io_direct=data"],
     COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
-                   "series:debug_io_direct=data"])
+                   "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"])
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
+if os.environ.get("BENCH_PREV_INSTALL"):
+    # "prev" variants: a previous build of the series (README.md)
+    BUILDS["prev"] = os.path.abspath(os.environ["BENCH_PREV_INSTALL"])
 BUILDER = os.environ.get("PG_BUILDER", "pgbuild")
 CHECK_S = 5             # seconds of each direct-write check
 CHECK_BUFFERED_MB = 640     # MB of the buffered-write check
@@ -179,7 +185,9 @@ BULK_CONTEXTS = ("bulkwrite", "vacuum", "normal")
 BULK_FIELDS = (["run", "variant", "copy_s", "copy_ckpt_s", "update_s", "update_ckpt_s",
                 "vacuum_s", "vacuum_ckpt_s", "table_mb"] +
                [f"{x}_{k}" for x in BULK_CONTEXTS for k in ("writes", "write_bytes")] +
-               ["dev_write_mb", "dev_writes"])
+               ["dev_write_mb", "dev_writes"] +
+               [f"{x}_{k}" for x in ("copy", "update", "vacuum")
+                for k in ("dev_mb", "ckpts", "fsyncs", "bgw_blocks", "ckpt_blocks", "writebacks")])
 TARGETS_PGBENCH = (("series:debug_io_direct=data", "upstream", 1.0, True),
                    ("series:backend_flush_after=256kB", "upstream:backend_flush_after=256kB",
                     1.1, False))
@@ -214,8 +222,9 @@ def check_variants(variants, var):
         bad = build_of(v) not in BUILDS or (":" in v and not all(
             "=" in kv and kv.split("=")[0].strip() for kv in v.split(":", 1)[1].split(",")))
         if bad:
-            sys.exit(f"{var}: bad variant {v!r}: \"upstream\" or \"series\", optionally "
-                     f"followed by :name=value[,name=value...]")
+            sys.exit(f"{var}: bad variant {v!r}: \"upstream\" or \"series\" (or \"prev\" "
+                     f"with BENCH_PREV_INSTALL), optionally followed by "
+                     f":name=value[,name=value...]")
 
 
 def is_direct(variant):
@@ -799,6 +808,30 @@ def timed(c, sql):
     return round(time.monotonic() - t, 2)
 
 
+def checkpoints_started(c):
+    """The "checkpoint starting" lines in the server's log so far
+    (pg_stat_checkpointer counts a checkpoint only once it has ended)."""
+    with open(c.log, errors="replace") as f:
+        return sum("checkpoint starting:" in line for line in f)
+
+
+def backend_fsyncs(c):
+    """fsyncs that client backends did themselves, because the checkpointer's
+    request queue was full (pg_stat_io)."""
+    return int(c.psql("SELECT coalesce(sum(fsyncs), 0) FROM pg_stat_io "
+                      "WHERE backend_type = 'client backend' AND object = 'relation'"))
+
+
+def others_io(c):
+    """Blocks written by the background writer and the checkpointer, and
+    blocks whose writeback anyone requested (pg_stat_io, so far)."""
+    r = c.psql("SELECT coalesce(sum(write_bytes) FILTER (WHERE backend_type = "
+               "'background writer'), 0)::bigint / 8192, coalesce(sum(write_bytes) FILTER "
+               "(WHERE backend_type = 'checkpointer'), 0)::bigint / 8192, "
+               "coalesce(sum(writebacks), 0) FROM pg_stat_io WHERE object = 'relation'")
+    return dict(zip(("bgw_blocks", "ckpt_blocks", "writebacks"), map(int, r.split("|"))))
+
+
 def bulk_run(c, variant, rep, copy_file):
     c.start(dict(variant_settings(variant), shared_buffers=BULK_SHARED_BUFFERS,
                  max_wal_size=BULK_MAX_WAL))
@@ -809,12 +842,25 @@ def bulk_run(c, variant, rep, copy_file):
         c.psql("SELECT pg_stat_reset_shared('io')")
         dev0 = dev_stats(MM)
         row = dict(run=rep, variant=variant)
-        row["copy_s"] = timed(c, f"COPY t FROM '{copy_file}'")
-        row["copy_ckpt_s"] = timed(c, "CHECKPOINT")
-        row["update_s"] = timed(c, "UPDATE t SET a = a + 1")
-        row["update_ckpt_s"] = timed(c, "CHECKPOINT")
-        row["vacuum_s"] = timed(c, "VACUUM t")
-        row["vacuum_ckpt_s"] = timed(c, "CHECKPOINT")
+        for step, sql in (("copy", f"COPY t FROM '{copy_file}'"),
+                          ("update", "UPDATE t SET a = a + 1"), ("vacuum", "VACUUM t")):
+            if step not in BULK_STEPS:
+                row.update({f: None for f in BULK_FIELDS if f.startswith(step + "_")})
+                continue
+            # what the statement itself wrote to the device, and the
+            # checkpoints that started while it ran (max_wal_size)
+            ckpts0, d0, f0 = checkpoints_started(c), dev_stats(MM), backend_fsyncs(c)
+            w0 = others_io(c)
+            row[f"{step}_s"] = timed(c, sql)
+            w1 = others_io(c)
+            for k in w0:
+                row[f"{step}_{k}"] = w1[k] - w0[k]
+            d = dev_delta(d0, dev_stats(MM))
+            row[f"{step}_dev_mb"] = d and round(d["write_bytes"] / 1e6)
+            row[f"{step}_ckpts"] = checkpoints_started(c) - ckpts0
+            row[f"{step}_ckpt_s"] = timed(c, "CHECKPOINT")
+            # (the statement's backend has exited and reported by now)
+            row[f"{step}_fsyncs"] = backend_fsyncs(c) - f0
         dev = dev_delta(dev0, dev_stats(MM))
         row["table_mb"] = round(int(c.psql("SELECT pg_table_size('t')")) / 1048576)
         time.sleep(0.5)     # the last backend's statistics
@@ -968,14 +1014,20 @@ def bulk_table(rows, header):
               f"{'variant':{w}} {'COPY s by run':>{rw}} {'COPY':>7} {'+ckpt':>7} {'x same':>6} "
               f"{'UPDATE':>7} {'+ckpt':>7} {'VACUUM':>7} {'+ckpt':>7} {'x same':>6} "
               f"{'bulkwr blk/wr':>13} {'vacuum blk/wr':>13} {'normal blk/wr':>13} "
-              f"{'table MB':>8} {'dev MB':>7}"]
+              f"{'table MB':>8} {'dev MB':>7} {'COPY dev MB/s':>13} {'VAC dev MB/s':>12} "
+              f"{'ckpts in COPY':>13} {'COPY fsyncs':>11}"]
     lines.append("-" * len(lines[-1]))
 
     def bpw(rs, ctx):
         return fmt(benchlib.median_of([blocks_per_write(r[f"{ctx}_writes"],
                                                         r[f"{ctx}_write_bytes"]) for r in rs]), 2)
     def with_ckpt(rs, step):
-        return benchlib.median_of([r[f"{step}_s"] + r[f"{step}_ckpt_s"] for r in rs])
+        return benchlib.median_of([r[f"{step}_s"] + r[f"{step}_ckpt_s"] for r in rs
+                                   if r[f"{step}_s"] is not None])
+    def dev_rate(rs, step):
+        # MB/s the statement wrote to the device (CSVs before these columns: -)
+        return benchlib.median_of([r[f"{step}_dev_mb"] / r[f"{step}_s"] for r in rs
+                                   if r.get(f"{step}_dev_mb") is not None and r[f"{step}_s"]])
     targets = []
     for v in variants:
         rs = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["run"])
@@ -996,7 +1048,10 @@ def bulk_table(rows, header):
                      f"{fmt(med(rs, 'vacuum_s'), 1):>7} {fmt(with_ckpt(rs, 'vacuum'), 1):>7} "
                      f"{fmt(xv):>6} {bpw(rs, 'bulkwrite'):>13} {bpw(rs, 'vacuum'):>13} "
                      f"{bpw(rs, 'normal'):>13} {fmt(med(rs, 'table_mb'), 0):>8} "
-                     f"{fmt(med(rs, 'dev_write_mb'), 0):>7}")
+                     f"{fmt(med(rs, 'dev_write_mb'), 0):>7} {fmt(dev_rate(rs, 'copy'), 0):>13} "
+                     f"{fmt(dev_rate(rs, 'vacuum'), 0):>12} "
+                     f"{' '.join(str(r.get('copy_ckpts', '-')) for r in rs):>13} "
+                     f"{' '.join(str(r.get('copy_fsyncs', '-')) for r in rs):>11}")
     lines += [""] + targets
     lines += ["", "COPY, UPDATE, VACUUM = the statement's time; +ckpt = with the CHECKPOINT right "
                   "after it (what buffered writes leave to the kernel is written then); x same = "
@@ -1004,7 +1059,10 @@ def bulk_table(rows, header):
                   "settings (first: COPY, second: VACUUM); blk/wr = pg_stat_io write_bytes / "
                   "writes / 8192 of the client backends in contexts bulkwrite (COPY), vacuum "
                   "(VACUUM) and normal (mostly the UPDATE); table MB = after the VACUUM; dev MB "
-                  "= written to the device in the run (blkio statistics)"]
+                  "= written to the device in the run (blkio statistics); COPY/VAC dev MB/s = written to "
+                  "the device while the statement ran, per second of it; ckpts in COPY = "
+                  "checkpoints started while COPY ran, COPY fsyncs = fsyncs by the COPY's backend (pg_stat_io: "
+                  "the checkpointer's request queue was full), run by run"]
     return "\n".join(lines)
 
 
