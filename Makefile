@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source help
+.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -37,6 +37,12 @@ help:
 	@echo "               loop device throttled like a cloud disk (3000 IOPS, 125 MB/s; root,"
 	@echo "               cgroup v1 blkio), buffered and debug_io_direct, series vs upstream"
 	@echo "               (scripts/bench_volume.py, BENCH_VOLUME_* settings; BENCH_VOLUME_DIR: a real disk)"
+	@echo "make deb       Debian packages: Debian's postgresql-18 source package + the series"
+	@echo "               (version <debian-version>+sortedckptN) and stock, postgresql-common; apt"
+	@echo "               repository in work/deb/repo (root: installs build dependencies; scripts/deb.sh)"
+	@echo "make deb-check install test of those packages (root; CHANGES THE SYSTEM'S PACKAGES):"
+	@echo "               stock -> series -> stock with a cluster, then Debian's autopkgtests"
+	@echo "               (scripts/deb-check.sh)"
 	@echo "make help      this list"
 
 demo:
@@ -103,3 +109,14 @@ bench-walpeak:
 bench-volume:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh --volume
+
+# Debian packages (scripts/deb.sh; README.md, "Debian packages").  Not run by
+# .ci/run.
+deb:
+	@bash $(SCRIPTS)/deb.sh
+
+# The install test (root, changes the system's packages: a throwaway machine),
+# after make deb (which does nothing when the packages are current).
+deb-check:
+	@bash $(SCRIPTS)/deb.sh
+	@bash $(SCRIPTS)/deb-check.sh

@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# make deb: Debian packages of the series, built from Debian's own
+# postgresql-18 source package on this machine's Debian release.
+#
+#   work/deb/repo/    the series' packages: postgresql-18, postgresql-client-18,
+#                     libpq5, -jit, PL/Perl, PL/Python, PL/Tcl, the -dev and
+#                     -dbgsym packages, version 18.6-3+sortedckptN
+#                     (N = SERIES_VERSION in UPSTREAM), postgresql-common
+#                     (sid's, >= 275) and the series' source package (.dsc);
+#                     a flat apt repository (Packages, Sources, Release):
+#                       deb [trusted=yes] file:/path/to/work/deb/repo ./
+#   work/deb/stock/   the same source without the series (version 18.6-3,
+#                     unchanged), with the same postgresql-common: what the
+#                     install test (make deb-check) starts from and rolls
+#                     back to
+#   work/deb/build/   unpacked sources and build logs
+#   work/deb/times.txt  how long each step took
+#
+# What it does:
+#  1. Downloads Debian's postgresql-18 source package ($DEB_PG_SOURCE_VERSION,
+#     default 18.6-3: the one whose orig tarball UPSTREAM pins; the tarball's
+#     sha256 is checked against UPSTREAM) and postgresql-common (sid's current
+#     version, >= 275) from Debian's archive, suite sid, through a private apt
+#     configuration in work/deb/apt (the system's apt setup is not touched;
+#     apt checks every file against the signed Sources index).
+#  2. Builds postgresql-common.  postgresql-18 needs postgresql-common >= 275
+#     and its build includes postgresql-common-dev's postgresql.mk; Debian 12
+#     has 248.  This is what the PostgreSQL apt repository does for Debian 12.
+#     The build then installs the built postgresql-common-dev on this machine
+#     (with postgresql-common and postgresql-client-common, which its Breaks
+#     require to be >= 269): the one change `make deb` makes to the system's
+#     packages besides installing build dependencies.
+#  3. Installs postgresql-18's build dependencies from the system's apt
+#     (Debian 12) with `apt-get build-dep` on the unpacked source.  Nothing in
+#     debian/rules needs more than Debian 12 has: llvm-dev and clang are
+#     unversioned in Build-Depends, so JIT is built with Debian 12's LLVM 14
+#     (PostgreSQL 18 supports 14 and later), as apt.postgresql.org does.
+#     tzdata-legacy (not in Debian 12) is a test-only build dependency
+#     (<!nocheck>): with DEB_BUILD_OPTIONS=nocheck the nocheck build profile is
+#     set too, so it is not needed.
+#  4. Builds the stock packages: Debian's source, unchanged.
+#  5. Builds the series' packages: the same source, patches/*.patch (as they
+#     are now) copied into debian/patches/sorted-checkpoint/ and appended to
+#     debian/patches/series, a debian/changelog entry for version
+#     18.6-3+sortedckptN.  Debian's build passes
+#     --with-extra-version=" (Debian <version>)" to configure, so
+#     SELECT version() says "PostgreSQL 18.6 (Debian 18.6-3+sortedckptN) ...".
+#     Configure options are Debian's (postgresql-common's server/postgresql.mk):
+#     JIT/LLVM, PL/Perl, PL/Python, PL/Tcl, ICU, LZ4, zstd, liburing, ...
+#  6. Writes the apt indexes of work/deb/repo and work/deb/stock.
+#
+# DEB_BUILD_OPTIONS defaults to "nocheck nodoc parallel=2"; set it to build
+# differently (without nocheck the build runs PostgreSQL's check-world, which
+# needs tzdata-legacy, i.e. a Debian 13 machine).  The builds run as the
+# unprivileged user pgbuild (as root), under nice/ionice.  A build is skipped
+# when its packages exist and its inputs (patches, options, versions) have not
+# changed; DEB_REBUILD=1 forces it.
+. "$(dirname "$0")/lib.sh"
+
+DEB=$WORK/deb
+DEB_PG_SOURCE_VERSION=${DEB_PG_SOURCE_VERSION:-18.6-3}
+PGCOMMON_MIN=275
+SERIES_TAG=sortedckpt$SERIES_VERSION
+SERIES_DEB_VERSION=$DEB_PG_SOURCE_VERSION+$SERIES_TAG
+SRCPKG=$DEBIAN_SOURCE_PACKAGE
+export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS-nocheck nodoc parallel=2}
+profiles=""
+for o in nocheck nodoc; do
+  case " $DEB_BUILD_OPTIONS " in *" $o "*) profiles="$profiles${profiles:+,}$o";; esac
+done
+export DEB_BUILD_PROFILES=${DEB_BUILD_PROFILES-${profiles//,/ }}
+NICE=(nice -n 19 ionice -c3)
+export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
+
+[ "${PG_VERSION}" = "${DEB_PG_SOURCE_VERSION%-*}" ] ||
+  die "DEB_PG_SOURCE_VERSION=$DEB_PG_SOURCE_VERSION is not a packaging of $PG_VERSION (UPSTREAM)"
+
+mkdir -p "$DEB"
+TIMES=$DEB/times.txt
+timed() {  # timed "step name" command...
+  local name=$1 t0 rc=0; shift
+  t0=$(date +%s)
+  "$@" || rc=$?
+  printf '%-40s %5d s%s\n' "$name" $(( $(date +%s) - t0 )) "$([ $rc = 0 ] || echo "  (FAILED, exit $rc)")" | tee -a "$TIMES" >&2
+  return $rc
+}
+echo "--- make deb $(date -u '+%F %T') UTC, DEB_BUILD_OPTIONS='$DEB_BUILD_OPTIONS'" >> "$TIMES"
+
+is_root() { [ "$(id -u)" = 0 ]; }
+if is_root; then
+  ensure_builder
+  chown -R "$BUILDER": "$DEB"
+  runuser -u "$BUILDER" -- test -r "$TOP/UPSTREAM" ||
+    die "user $BUILDER cannot read $TOP; make its parent directories world-searchable (chmod o+x)"
+fi
+
+# apt-get install what is missing (root), or print the command and fail
+need_pkgs() {
+  local missing="" p st
+  for p in "$@"; do
+    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [ "$st" = "install ok installed" ] || missing="$missing $p"
+  done
+  [ -z "$missing" ] && return 0
+  is_root || die "missing Debian packages; install them with: sudo apt-get install$missing"
+  msg "installing:$missing"
+  apt_updated
+  # shellcheck disable=SC2086
+  apt-get install -y -q --no-install-recommends $missing >> "$DEB/apt-install.log" 2>&1 ||
+    { tail -20 "$DEB/apt-install.log" >&2; die "apt-get install failed"; }
+}
+APT_UPDATED=
+apt_updated() { [ -n "$APT_UPDATED" ] || { apt-get update -qq 2>&1 | grep -v '^N: ' >&2 || true; APT_UPDATED=1; }; }
+
+need_pkgs build-essential dpkg-dev fakeroot apt-utils xz-utils bzip2 ca-certificates
+
+# ---------------------------------------------------------------- 1. sources
+SRC=$DEB/src
+A=$DEB/apt
+APT_OPTS=(-q -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/dev/null
+  -o "Dir::State::Lists=$A/lists" -o "Dir::State::status=$A/status"
+  -o "Dir::Cache=$A/cache" -o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
+papt() { apt-get "${APT_OPTS[@]}" "$@"; }
+pcache() { apt-cache "${APT_OPTS[@]}" "$@"; }
+
+fetch_sources() {
+  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$SRC"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $DEBIAN_SUITE main" \
+    > "$A/sources.list"
+  : > "$A/status"
+  papt update > "$A/update.log" 2>&1 || { cat "$A/update.log" >&2; die "apt-get update (private, $DEBIAN_SUITE sources) failed"; }
+
+  # postgresql-18
+  local dsc=$SRC/${SRCPKG}_$DEB_PG_SOURCE_VERSION.dsc
+  if [ ! -f "$dsc" ]; then
+    (cd "$SRC" && papt source --download-only "$SRCPKG=$DEB_PG_SOURCE_VERSION") > "$A/source.log" 2>&1 || {
+      cat "$A/source.log" >&2
+      die "Debian's archive ($DEBIAN_SUITE) does not provide $SRCPKG $DEB_PG_SOURCE_VERSION (available: $(pcache showsrc "$SRCPKG" | sed -n 's/^Version: //p' | tr '\n' ' ')); set DEB_PG_SOURCE_VERSION to a packaging of $PG_VERSION"
+    }
+  fi
+  [ "$(sha256sum "$SRC/$ORIG_TARBALL" | cut -d' ' -f1)" = "$ORIG_SHA256" ] ||
+    die "$SRC/$ORIG_TARBALL does not match the sha256 pinned in UPSTREAM"
+
+  # postgresql-common: the newest in the suite, at least $PGCOMMON_MIN
+  PGC_VERSION=${DEB_PGCOMMON_VERSION:-$(pcache showsrc postgresql-common | sed -n 's/^Version: //p' | sort -V | tail -1)}
+  [ -n "$PGC_VERSION" ] || die "no postgresql-common source in $DEBIAN_SUITE"
+  dpkg --compare-versions "$PGC_VERSION" ge "$PGCOMMON_MIN" ||
+    die "postgresql-common $PGC_VERSION in $DEBIAN_SUITE is older than $PGCOMMON_MIN"
+  local tar=$SRC/postgresql-common_$PGC_VERSION.tar.xz
+  if [ ! -f "$tar" ]; then
+    # postgresql-common is a native package: its .tar.xz is the whole source,
+    # debian/ included.  The archive has been seen to answer 404 for the .dsc
+    # while serving the tarball; apt checks the tarball against the signed
+    # Sources index either way, which is all the build needs.
+    (cd "$SRC" && papt source --download-only "postgresql-common=$PGC_VERSION") > "$A/source-common.log" 2>&1 || true
+    [ -f "$tar" ] || { cat "$A/source-common.log" >&2; die "could not download postgresql-common $PGC_VERSION"; }
+  fi
+  local want
+  want=$(pcache showsrc postgresql-common | awk -v f="postgresql-common_$PGC_VERSION.tar.xz" '/^Checksums-Sha256:/{c=1;next} /^[^ ]/{c=0} c && $3 == f {print $1; exit}')
+  [ -n "$want" ] || die "postgresql-common $PGC_VERSION is not in the archive's Sources index"
+  [ "$(sha256sum "$tar" | cut -d' ' -f1)" = "$want" ] ||
+    die "$tar does not match the archive's Sources index"
+  echo "$PGC_VERSION" > "$SRC/postgresql-common.version"
+}
+timed "fetch sources (Debian sid)" fetch_sources
+PGC_VERSION=$(cat "$SRC/postgresql-common.version")
+if is_root; then chown -R "$BUILDER": "$DEB"; fi
+
+# ------------------------------------------------------ 2. postgresql-common
+CB=$DEB/build/common
+common_debs() { ls "$CB"/postgresql-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-client-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-common-dev_"$PGC_VERSION"_all.deb 2>/dev/null; }
+build_common() {
+  need_pkgs debhelper
+  rm -rf "$CB"; mkdir -p "$CB"
+  if is_root; then chown "$BUILDER": "$CB"; fi
+  as_builder tar -C "$CB" -xf "$SRC/postgresql-common_$PGC_VERSION.tar.xz"
+  local d
+  d=$(find "$CB" -mindepth 1 -maxdepth 1 -type d | head -1)
+  [ "$d" = "$CB/postgresql-common-$PGC_VERSION" ] || as_builder mv "$d" "$CB/postgresql-common-$PGC_VERSION"
+  (cd "$CB/postgresql-common-$PGC_VERSION" &&
+    as_builder env DEB_BUILD_OPTIONS="$DEB_BUILD_OPTIONS" DEB_BUILD_PROFILES="$DEB_BUILD_PROFILES" \
+      "${NICE[@]}" dpkg-buildpackage -us -uc -b) > "$CB/build.log" 2>&1 ||
+    { tail -40 "$CB/build.log" >&2; die "postgresql-common build failed (log: $CB/build.log)"; }
+}
+if [ -n "${DEB_REBUILD:-}" ] || [ "$(common_debs | wc -l)" != 3 ]; then
+  timed "build postgresql-common $PGC_VERSION" build_common
+else
+  msg "postgresql-common $PGC_VERSION: packages exist (DEB_REBUILD=1 rebuilds)"
+fi
+
+# postgresql-18's debian/rules includes postgresql-common-dev's postgresql.mk
+install_common_dev() {
+  is_root || die "postgresql-common-dev >= $PGCOMMON_MIN is needed to build; as root: apt-get install $(common_debs | tr '\n' ' ')"
+  apt_updated
+  # shellcheck disable=SC2046
+  apt-get install -y -q --no-install-recommends $(common_debs) >> "$DEB/apt-install.log" 2>&1 ||
+    { tail -20 "$DEB/apt-install.log" >&2; die "apt-get install of postgresql-common failed"; }
+}
+have=$(dpkg-query -W -f='${Version}' postgresql-common-dev 2>/dev/null || true)
+if [ -z "$have" ] || dpkg --compare-versions "$have" lt "$PGCOMMON_MIN"; then
+  timed "install postgresql-common-dev $PGC_VERSION" install_common_dev
+fi
+
+# -------------------------------------------- 3.-5. postgresql-18, two flavours
+# unpack FLAVOUR: $DEB/build/FLAVOUR/postgresql-18-18.6, Debian's patches applied
+unpack() {
+  local b=$DEB/build/$1
+  rm -rf "$b"; mkdir -p "$b"
+  if is_root; then chown "$BUILDER": "$b"; fi
+  as_builder dpkg-source -x "$SRC/${SRCPKG}_$DEB_PG_SOURCE_VERSION.dsc" "$b/$SRCPKG-$PG_VERSION" > "$b/unpack.log" 2>&1 ||
+    { cat "$b/unpack.log" >&2; die "dpkg-source -x failed"; }
+  # (dpkg-source -x links the orig tarball beside the unpacked tree)
+  [ -e "$b/$ORIG_TARBALL" ] || as_builder ln -s "$SRC/$ORIG_TARBALL" "$b/$ORIG_TARBALL"
+}
+
+# add the series to the unpacked source in $1 (generated, never kept in git)
+add_series() {
+  local s=$1 p n=0 subjects=""
+  local pd=$s/debian/patches/sorted-checkpoint
+  as_builder mkdir -p "$pd"
+  for p in "$TOP"/patches/*.patch; do
+    as_builder cp "$p" "$pd/"
+    echo "sorted-checkpoint/$(basename "$p")" | as_builder tee -a "$s/debian/patches/series" >/dev/null
+    subjects="$subjects    - $(sed -n 's/^Subject: \[PATCH[^]]*\] //p' "$p" | head -1)"$'\n'
+    n=$((n + 1))
+  done
+  [ "$n" -gt 0 ] || die "no patches in $TOP/patches"
+  local who="${DEBFULLNAME:-Sorted checkpoint series build} <${DEBEMAIL:-$(id -un)@$(hostname)}>"
+  {
+    echo "$SRCPKG ($SERIES_DEB_VERSION) $(dpkg-parsechangelog -l "$s/debian/changelog" -S Distribution); urgency=medium"
+    echo
+    echo "  * Add the sorted-checkpoint patch series, version $SERIES_VERSION ($n patches,"
+    echo "    debian/patches/sorted-checkpoint/), generated by make deb:"
+    printf '%s' "$subjects"
+    echo "  * Built on $(. /etc/os-release; echo "$PRETTY_NAME") with DEB_BUILD_OPTIONS=\"$DEB_BUILD_OPTIONS\"."
+    echo
+    echo " -- $who  $(date -R)"
+    echo
+    cat "$s/debian/changelog"
+  } > "$DEB/changelog.new"
+  as_builder cp "$DEB/changelog.new" "$s/debian/changelog"
+  rm -f "$DEB/changelog.new"
+}
+
+BUILD_DEPS_DONE=
+install_build_deps() {  # $1: unpacked source
+  [ -z "$BUILD_DEPS_DONE" ] || return 0
+  if (cd "$1" && dpkg-checkbuilddeps) >/dev/null 2>&1; then BUILD_DEPS_DONE=1; return 0; fi
+  is_root || { (cd "$1" && dpkg-checkbuilddeps) || true; die "missing build dependencies (above); as root: apt-get build-dep $1"; }
+  apt_updated
+  timed "install postgresql-18 build-deps" \
+    apt-get build-dep -y -q --build-profiles="${DEB_BUILD_PROFILES// /,}" "$1" > "$DEB/build-deps.log" 2>&1 ||
+    { tail -30 "$DEB/build-deps.log" >&2; die "apt-get build-dep failed (log: $DEB/build-deps.log)"; }
+  BUILD_DEPS_DONE=1
+}
+
+# build FLAVOUR (stock|series) unless its packages are current
+build_pg() {
+  local fl=$1 b=$DEB/build/$1 ver stamp
+  if [ "$fl" = series ]; then ver=$SERIES_DEB_VERSION; else ver=$DEB_PG_SOURCE_VERSION; fi
+  stamp="$ver|$DEB_BUILD_OPTIONS|$DEB_BUILD_PROFILES|$PGC_VERSION"
+  [ "$fl" = stock ] || stamp="$stamp|$(cat "$TOP"/patches/*.patch | sha256sum | cut -d' ' -f1)"
+  if [ -z "${DEB_REBUILD:-}" ] && [ -f "$b/stamp" ] && [ "$(cat "$b/stamp")" = "$stamp" ] &&
+     ls "$b"/postgresql-18_"${ver//+/?}"_*.deb >/dev/null 2>&1; then
+    msg "postgresql-18 $ver ($fl): packages are current (DEB_REBUILD=1 rebuilds)"
+    return 0
+  fi
+  msg "postgresql-18 $ver ($fl): unpacking"
+  unpack "$fl"
+  local s=$b/$SRCPKG-$PG_VERSION
+  [ "$fl" = stock ] || add_series "$s"
+  install_build_deps "$s"
+  # the series' source package too (-F: .dsc, .debian.tar.xz), stock: binaries
+  local what=-F; [ "$fl" = series ] || what=-b
+  msg "postgresql-18 $ver ($fl): building (log: $b/build.log)"
+  (cd "$s" && as_builder env DEB_BUILD_OPTIONS="$DEB_BUILD_OPTIONS" DEB_BUILD_PROFILES="$DEB_BUILD_PROFILES" \
+     "${NICE[@]}" dpkg-buildpackage -us -uc $what) > "$b/build.log" 2>&1 ||
+    { tail -60 "$b/build.log" >&2; die "postgresql-18 ($fl) build failed (log: $b/build.log)"; }
+  echo "$stamp" > "$b/stamp"
+}
+FLAVOURS=${DEB_FLAVOURS:-stock series}
+for fl in $FLAVOURS; do
+  timed "build postgresql-18 ($fl)" build_pg "$fl"
+done
+
+# ---------------------------------------------------------- 6. apt repositories
+make_repo() {  # $1: dir, $2: flavour
+  local r=$1 b=$DEB/build/$2
+  rm -rf "$r"; mkdir -p "$r"
+  cp $(common_debs) "$r/"
+  cp "$b"/*.deb "$r/"
+  if [ "$2" = series ]; then
+    cp "$b"/*.dsc "$b"/*.debian.tar.* "$r/"
+    cp "$SRC/$ORIG_TARBALL" "$r/"
+  fi
+  (cd "$r" &&
+    dpkg-scanpackages -m . /dev/null 2>/dev/null > Packages &&
+    gzip -9nk Packages &&
+    if ls ./*.dsc >/dev/null 2>&1; then dpkg-scansources . /dev/null 2>/dev/null > Sources; gzip -9nk Sources; fi &&
+    apt-ftparchive -o "APT::FTPArchive::Release::Label=$3" release . > Release.new && mv Release.new Release)
+}
+[ -z "${FLAVOURS##*series*}" ] && make_repo "$DEB/repo" series "PostgreSQL $PG_VERSION sorted-checkpoint series v$SERIES_VERSION"
+[ -z "${FLAVOURS##*stock*}" ] && make_repo "$DEB/stock" stock "PostgreSQL $PG_VERSION stock (Debian's source, rebuilt)"
+if is_root; then chown -R "$BUILDER": "$DEB"; fi
+
+echo
+echo "Packages (work/deb/repo; apt line: deb [trusted=yes] file:$DEB/repo ./):"
+for f in "$DEB"/repo/*.deb; do
+  [ -e "$f" ] || continue
+  case $f in *-dbgsym_*) continue;; esac
+  printf '  %-28s %s\n' "$(dpkg-deb -f "$f" Package)" "$(dpkg-deb -f "$f" Version)"
+done
+echo "Stock packages for the install test: work/deb/stock ($DEB_PG_SOURCE_VERSION)"
+echo "Times (work/deb/times.txt):"
+sed -n '/^--- make deb/h; /^--- make deb/!H; ${x;p}' "$TIMES" | sed 1d | sed 's/^/  /'
