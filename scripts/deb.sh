@@ -54,7 +54,8 @@
 # needs tzdata-legacy, i.e. a Debian 13 machine).  The builds run as the
 # unprivileged user pgbuild (as root), under nice/ionice.  A build is skipped
 # when its packages exist and its inputs (patches, options, versions) have not
-# changed; DEB_REBUILD=1 forces it.
+# changed; DEB_REBUILD=1 forces it.  DEB_FLAVOURS="series" builds the series
+# alone (default "stock series").
 . "$(dirname "$0")/lib.sh"
 
 DEB=$WORK/deb
