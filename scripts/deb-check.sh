@@ -63,17 +63,25 @@ ALL_PKGS="$SERVER_PKGS libpq-dev libpq-oauth libecpg6 libecpg-dev libecpg-compat
 pinned() { local v=$1 p; shift; for p in "$@"; do printf '%s=%s ' "$p" "$v"; done; }
 
 # ------------------------------------------------------------------ preparation
-# This container's /usr/sbin/policy-rc.d (exit 101, as Docker images have it)
-# forbids maintainer scripts to start or stop services, so that postgresql-18's
-# prerm/postinst would neither stop nor restart the cluster.  On a server
-# there is no such file; the test sets it aside and puts it back at exit.
+# On a server (systemd), postgresql-18's prerm stops the version's clusters
+# and its postinst starts them (postgresql-common's maintscripts-functions,
+# through invoke-rc.d).  In a container without an init, invoke-rc.d would
+# stop but never start them (the runlevel is unknown), and Docker images'
+# /usr/sbin/policy-rc.d (exit 101) forbids both.  For the duration of the
+# test a policy-rc.d that allows the "postgresql" init script (and nothing
+# else) takes its place; the original is put back at exit.
 POLICY=/usr/sbin/policy-rc.d
 restore() {
-  [ -f "$POLICY.deb-check" ] && mv "$POLICY.deb-check" "$POLICY"
+  rm -f "$POLICY"
+  if [ -f "$POLICY.deb-check" ]; then mv "$POLICY.deb-check" "$POLICY"; fi
   rm -f /etc/postgresql-common/createcluster.d/deb-check.conf
 }
 trap restore EXIT
-if [ -f "$POLICY" ]; then mv "$POLICY" "$POLICY.deb-check"; fi
+if [ -f "$POLICY" ] && [ ! -f "$POLICY.deb-check" ]; then mv "$POLICY" "$POLICY.deb-check"; fi
+if [ ! -d /run/systemd/system ]; then
+  printf '#!/bin/sh\n# make deb-check: let the postgresql init script run, deny the rest\n[ "$1" = postgresql ] && exit 0\nexit 101\n' > "$POLICY"
+  chmod 755 "$POLICY"
+fi
 
 # Both repositories, as a DBA would list them.  On a server the stock packages
 # come from Debian or apt.postgresql.org, already configured; here they are
@@ -231,14 +239,19 @@ fi
 
 # ---------------------------------------------------------------- autopkgtests
 # Called as autopkgtest's null runner would: from the unpacked source
-# (work/deb/build/series/postgresql-18-18.6, a copy: installcheck edits the
-# regression files), with the test dependencies of debian/tests/control and
+# (a copy of what they read of work/deb/build/series/postgresql-18-18.6:
+# installcheck edits the regression files), with the test dependencies of debian/tests/control and
 # every binary package of the source installed, AUTOPKGTEST_TMP set.
 SRCTREE=$DEB/build/series/$DEBIAN_SOURCE_PACKAGE-$PG_VERSION
 run_test() {  # $1: label (series|stock), $2: run-testsuite|installcheck, $3...: testsuite's test files (default all)
   local label=$1 t=$2 tree tmp t0 rc=0; shift 2
   tree=$OUT/src-$label
-  [ -d "$tree" ] || cp -a "$SRCTREE" "$tree"
+  if [ ! -d "$tree" ]; then  # what the tests read of the source tree
+    mkdir -p "$tree/debian" "$tree/src/test"
+    cp -a "$SRCTREE/debian/changelog" "$SRCTREE/debian/control" "$SRCTREE/debian/tests" "$tree/debian/"
+    cp -a "$SRCTREE/src/test/regress" "$tree/src/test/"
+    chmod -R o+rX "$OUT"
+  fi
   tmp=$(mktemp -d); t0=$(date +%s)
   if [ "$t" = run-testsuite ] && [ $# -gt 0 ]; then
     # what debian/tests/run-testsuite runs, for the given tests only
