@@ -243,6 +243,13 @@ fi
 # installcheck edits the regression files), with the test dependencies of debian/tests/control and
 # every binary package of the source installed, AUTOPKGTEST_TMP set.
 SRCTREE=$DEB/build/series/$DEBIAN_SOURCE_PACKAGE-$PG_VERSION
+# postgresql-common's test suite checks after each test that no postgres
+# process is left on the machine ("No postgres processes left behind"): any
+# other PostgreSQL running here (a developer's make check, say) fails it.  An
+# autopkgtest testbed runs nothing else; a PID namespace of their own (with
+# its own /proc, and mount namespace for the suite's tmpfs mounts) gives the
+# tests the same view.
+TESTBED=(unshare --pid --fork --mount-proc)
 run_test() {  # $1: label (series|stock), $2: run-testsuite|installcheck, $3...: testsuite's test files (default all)
   local label=$1 t=$2 tree tmp t0 rc=0; shift 2
   tree=$OUT/src-$label
@@ -255,9 +262,9 @@ run_test() {  # $1: label (series|stock), $2: run-testsuite|installcheck, $3...:
   tmp=$(mktemp -d); t0=$(date +%s)
   if [ "$t" = run-testsuite ] && [ $# -gt 0 ]; then
     # what debian/tests/run-testsuite runs, for the given tests only
-    (cd /usr/share/postgresql-common && AUTOPKGTEST_TMP=$tmp ./testsuite -v "$MAJOR" "$@") > "$OUT/$label-$t.log" 2>&1 || rc=$?
+    (cd /usr/share/postgresql-common && AUTOPKGTEST_TMP=$tmp "${TESTBED[@]}" ./testsuite -v "$MAJOR" "$@") > "$OUT/$label-$t.log" 2>&1 || rc=$?
   else
-    (cd "$tree" && AUTOPKGTEST_TMP=$tmp "debian/tests/$t") > "$OUT/$label-$t.log" 2>&1 || rc=$?
+    (cd "$tree" && AUTOPKGTEST_TMP=$tmp "${TESTBED[@]}" "debian/tests/$t") > "$OUT/$label-$t.log" 2>&1 || rc=$?
   fi
   rm -rf "$tmp"
   printf '%-40s %5d s\n' "deb-check: autopkgtest $t ($label)" $(( $(date +%s) - t0 )) >> "$TIMES"
