@@ -31,14 +31,18 @@ OUT=$DEB/check
 STEPS=${DEB_CHECK_STEPS:-1 2 3 4}
 DEB_PG_SOURCE_VERSION=${DEB_PG_SOURCE_VERSION:-18.6-3}
 STOCK_V=$DEB_PG_SOURCE_VERSION
-SERIES_V=$DEB_PG_SOURCE_VERSION+sortedckpt$SERIES_VERSION
 MAJOR=${PG_VERSION%%.*}
 export DEBIAN_FRONTEND=noninteractive
 for r in repo stock; do
   [ -f "$DEB/$r/Packages" ] || die "$DEB/$r/Packages missing: run make deb first"
 done
-ls "$DEB"/repo/postgresql-"${MAJOR}"_"${SERIES_V//+/?}"_*.deb >/dev/null 2>&1 ||
-  die "work/deb/repo has no postgresql-$MAJOR $SERIES_V (SERIES_VERSION changed?): run make deb"
+# the series' version is the one work/deb/repo holds (make deb-check runs make
+# deb first, which rebuilds it when patches/ or SERIES_VERSION changed)
+deb=$(ls "$DEB"/repo/postgresql-"$MAJOR"_"$STOCK_V"+sortedckpt*_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || die "work/deb/repo has no postgresql-$MAJOR $STOCK_V+sortedckptN: run make deb"
+SERIES_V=$(dpkg-deb -f "$deb" Version)
+[ "$SERIES_V" = "$STOCK_V+sortedckpt$SERIES_VERSION" ] ||
+  msg "NOTE: work/deb/repo holds $SERIES_V, UPSTREAM's series is version $SERIES_VERSION (make deb rebuilds)"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 TIMES=$DEB/times.txt
@@ -292,6 +296,9 @@ if [[ " $STEPS " = *" 4 "* ]]; then
   # shellcheck disable=SC2046
   apt_log apt-get install -y $(pinned "$SERIES_V" $ALL_PKGS)
   printf '%-40s %5d s\n' "deb-check: 4. test deps + all packages" $(( $(date +%s) - t0 )) >> "$TIMES"
+  # the test suite stops every cluster first; stop ours from out here (its
+  # postmaster is not visible inside the tests' PID namespace)
+  pg_ctlcluster "$MAJOR" main stop 2>/dev/null || true
   run_test series run-testsuite
   run_test series installcheck
   rs=$(cat "$OUT/series-run-testsuite.rc"); ri=$(cat "$OUT/series-installcheck.rc")

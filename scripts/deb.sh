@@ -222,7 +222,9 @@ add_series() {
   for p in "$TOP"/patches/*.patch; do
     as_builder cp "$p" "$pd/"
     echo "sorted-checkpoint/$(basename "$p")" | as_builder tee -a "$s/debian/patches/series" >/dev/null
-    subjects="$subjects    - $(sed -n 's/^Subject: \[PATCH[^]]*\] //p' "$p" | head -1)"$'\n'
+    # the Subject: header, with its continuation lines, wrapped for the changelog
+    subjects="$subjects$(awk '/^Subject: /{s=$0; f=1; next} f && /^[ \t]/{s=s $0; next} f{exit} END{sub(/^Subject: *(\[[^]]*\] *)?/, "", s); gsub(/[ \t]+/, " ", s); print s}' "$p" |
+      fold -s -w 70 | sed '1s/^/    - /; 1!s/^/      /; s/ *$//')"$'\n'
     n=$((n + 1))
   done
   [ "$n" -gt 0 ] || die "no patches in $TOP/patches"
