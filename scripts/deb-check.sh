@@ -163,9 +163,9 @@ fi
 PSQL_PORT=${PSQL_PORT:-$(pg_conftool -s "$MAJOR" main show port 2>/dev/null || echo 5432)}
 trgm_ok() {  # the pg_trgm index answers like a sequential scan
   local a b
-  a=$(psql_ -At -d bench -c "SET enable_seqscan = off" -c "SELECT count(*) FROM words WHERE w LIKE '%abc%'") &&
-  b=$(psql_ -At -d bench -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*) FROM words WHERE w LIKE '%abc%'") &&
-  psql_ -At -d bench -c "SET enable_seqscan = off" -c "EXPLAIN SELECT count(*) FROM words WHERE w LIKE '%abc%'" | grep -q words_trgm &&
+  a=$(psql_ -qAt -d bench -c "SET enable_seqscan = off" -c "SELECT count(*) FROM words WHERE w LIKE '%abc%'") &&
+  b=$(psql_ -qAt -d bench -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*) FROM words WHERE w LIKE '%abc%'") &&
+  psql_ -qAt -d bench -c "SET enable_seqscan = off" -c "EXPLAIN SELECT count(*) FROM words WHERE w LIKE '%abc%'" | grep -q words_trgm &&
   [ "$a" = "$b" ] && [ "$a" -gt 0 ]
 }
 
@@ -191,15 +191,15 @@ if [[ " $STEPS " = *" 2 "* ]]; then
   q 'CHECKPOINT' >/dev/null
   line=$(last_ckpt_line); say "  log ($LOG): $line"
   check "checkpoint complete line ends with '; sort='" grep -qE '; sort=[0-9.]+ s$' <<<"$line"
-  check "CREATE EXTENSION pg_checkpoint_stats" q 'CREATE EXTENSION pg_checkpoint_stats'
-  say "  pg_checkpoint_stats: $(psql_ -d bench -Atc 'SELECT * FROM pg_checkpoint_stats' -F ' | ')"
+  check "CREATE EXTENSION pg_checkpoint_stats" psql_ -q -d bench -c 'CREATE EXTENSION pg_checkpoint_stats'
+  say "  pg_checkpoint_stats: $(q 'SELECT row_to_json(s) FROM pg_checkpoint_stats s')"
   # a spread checkpoint to watch: dirty every page of pgbench_accounts, then a
   # timed checkpoint with checkpoint_timeout = 30s (as make demo does)
   q "UPDATE pgbench_accounts SET filler = filler" >/dev/null
   psql_ -d bench -q -c "ALTER SYSTEM SET checkpoint_timeout = '30s'" -c "SELECT pg_reload_conf()" >/dev/null
   seen=""
   for _ in $(seq 1 300); do
-    seen=$(q "SELECT format('%s checkpoint, phase %s, %s of %s buffers written', type, phase, buffers_processed, buffers_total) FROM pg_stat_progress_checkpoint" 2>/dev/null || true)
+    seen=$(q "SELECT format('%s (flags: %s), phase %s, %s of %s buffers processed', type, flags, phase, buffers_processed, buffers_total) FROM pg_stat_progress_checkpoint" 2>/dev/null || true)
     [ -z "$seen" ] || break
     sleep 0.2
   done
@@ -234,7 +234,7 @@ if [[ " $STEPS " = *" 3 "* ]]; then
   check "pg_trgm and its index still work" trgm_ok
   err=$(q 'SELECT * FROM pg_checkpoint_stats' 2>&1 || true)
   say "  pg_checkpoint_stats under stock (expected to fail): $err"
-  check "DROP EXTENSION pg_checkpoint_stats works on stock" q 'DROP EXTENSION pg_checkpoint_stats'
+  check "DROP EXTENSION pg_checkpoint_stats works on stock" psql_ -q -d bench -c 'DROP EXTENSION pg_checkpoint_stats'
   q 'CHECKPOINT' >/dev/null
   line=$(last_ckpt_line); say "  log: $line"
   check "stock's checkpoint line again (no '; sort=')" bash -c "! grep -q 'sort=' <<<\"\$1\"" _ "$line"
