@@ -263,6 +263,11 @@ run_test() {  # $1: label (series|stock), $2: run-testsuite|installcheck, $3...:
     cp -a "$SRCTREE/src/test/regress" "$tree/src/test/"
     chmod -R o+rX "$OUT"
   fi
+  # the test suite stops every cluster first, which it cannot do from inside
+  # its PID namespace for a postmaster started outside: stop them from here
+  pg_lsclusters -h | while read -r v c _ st _; do
+    [ "$st" != online ] || pg_ctlcluster "$v" "$c" stop
+  done
   tmp=$(mktemp -d); t0=$(date +%s)
   if [ "$t" = run-testsuite ] && [ $# -gt 0 ]; then
     # what debian/tests/run-testsuite runs, for the given tests only
@@ -296,9 +301,6 @@ if [[ " $STEPS " = *" 4 "* ]]; then
   # shellcheck disable=SC2046
   apt_log apt-get install -y $(pinned "$SERIES_V" $ALL_PKGS)
   printf '%-40s %5d s\n' "deb-check: 4. test deps + all packages" $(( $(date +%s) - t0 )) >> "$TIMES"
-  # the test suite stops every cluster first; stop ours from out here (its
-  # postmaster is not visible inside the tests' PID namespace)
-  pg_ctlcluster "$MAJOR" main stop 2>/dev/null || true
   run_test series run-testsuite
   run_test series installcheck
   rs=$(cat "$OUT/series-run-testsuite.rc"); ri=$(cat "$OUT/series-installcheck.rc")
