@@ -97,7 +97,8 @@ deb [trusted=yes] file:$DEB/stock ./
 EOF
 chmod o+rx "$DEB" "$DEB/repo" "$DEB/stock"
 apt_update_local() {  # apt-get update of these two repositories only
-  apt_log apt-get update -o Dir::Etc::SourceList="$LIST" -o Dir::Etc::SourceParts=/dev/null -o APT::Get::List-Cleanup=0
+  apt_log apt-get update -o Dir::Etc::SourceList="$LIST" -o Dir::Etc::SourceParts=/dev/null -o APT::Get::List-Cleanup=0 \
+    -o Acquire::AllowReleaseInfoChange::Label=true
 }
 
 PSQL_PORT=

@@ -303,8 +303,9 @@ make_repo() {  # $1: dir, $2: flavour
     if ls ./*.dsc >/dev/null 2>&1; then dpkg-scansources . /dev/null 2>/dev/null > Sources; gzip -9nk Sources; fi &&
     apt-ftparchive -o "APT::FTPArchive::Release::Label=$3" release . > Release.new && mv Release.new Release)
 }
-[ -z "${FLAVOURS##*series*}" ] && make_repo "$DEB/repo" series "PostgreSQL $PG_VERSION sorted-checkpoint series v$SERIES_VERSION"
-[ -z "${FLAVOURS##*stock*}" ] && make_repo "$DEB/stock" stock "PostgreSQL $PG_VERSION stock (Debian's source, rebuilt)"
+# constant Labels: apt update refuses a repository whose Label changed
+[ -z "${FLAVOURS##*series*}" ] && make_repo "$DEB/repo" series "PostgreSQL sorted-checkpoint series"
+[ -z "${FLAVOURS##*stock*}" ] && make_repo "$DEB/stock" stock "PostgreSQL stock, rebuilt from Debian source"
 if is_root; then chown -R "$BUILDER": "$DEB"; fi
 
 echo
