@@ -75,10 +75,14 @@ pinned() { local v=$1 p; shift; for p in "$@"; do printf '%s=%s ' "$p" "$v"; don
 # test a policy-rc.d that allows the "postgresql" init script (and nothing
 # else) takes its place; the original is put back at exit.
 POLICY=/usr/sbin/policy-rc.d
+LIST=/etc/apt/sources.list.d/sorted-checkpoint.list
 restore() {
   rm -f "$POLICY"
   if [ -f "$POLICY.deb-check" ]; then mv "$POLICY.deb-check" "$POLICY"; fi
   rm -f /etc/postgresql-common/createcluster.d/deb-check.conf
+  # a server keeps its repository line; this machine would keep pointing
+  # apt at work/deb, which a fresh clone does not have
+  rm -f "$LIST"
 }
 trap restore EXIT
 if [ -f "$POLICY" ] && [ ! -f "$POLICY.deb-check" ]; then mv "$POLICY" "$POLICY.deb-check"; fi
@@ -90,7 +94,6 @@ fi
 # Both repositories, as a DBA would list them.  On a server the stock packages
 # come from Debian or apt.postgresql.org, already configured; here they are
 # work/deb/stock.  [trusted=yes]: these local repositories are not signed.
-LIST=/etc/apt/sources.list.d/sorted-checkpoint.list
 cat > "$LIST" <<EOF
 deb [trusted=yes] file:$DEB/repo ./
 deb [trusted=yes] file:$DEB/stock ./
