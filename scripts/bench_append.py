@@ -78,7 +78,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import benchlib
@@ -128,35 +127,26 @@ autovacuum = off
 {benchlib.LOG_SETTINGS}{extra}""")
 
 
-class WaitSampler:
+class WaitSampler(benchlib.Sampler):
     """psql sampling pg_stat_activity every 0.1 s (\\watch): (epoch, number
     of client backends waiting on a buffer content lock)."""
 
     def __init__(self, c):
-        self.samples = []
         self.p = c.session("-F", " ", stderr=subprocess.DEVNULL)
         self.p.stdin.write(SAMPLE)
         self.p.stdin.close()
-        self.th = threading.Thread(target=self.read)
-        self.th.start()
+        super().__init__()
 
-    def read(self):
+    def loop(self):
         for line in self.p.stdout:
             parts = line.split()
             if len(parts) == 2:
                 self.samples.append((float(parts[0]), int(parts[1])))
 
     def stop(self):
-        if self.p.poll() is None:
-            # psql leaves \watch on SIGINT, then ends at the end of its input
-            self.p.send_signal(signal.SIGINT)
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.th.join()
-        return self.samples
+        # psql leaves \watch on SIGINT, then ends at the end of its input
+        benchlib.reap(self.p, 10, signal.SIGINT)
+        return super().stop()
 
 
 def one_run(c, rep, position):
@@ -234,15 +224,12 @@ def table(rows, header):
     xcols = [(key, "x p99 wr"), ("p99_ms_outside", "x p99 out"), ("p99_ms_insert_in_write", "x ins wr"),
              ("p99_in_write_over_outside", "x wr/out")]
     runs = sorted({r["run"] for r in rows})
-    med = {v: {k: benchlib.median_of([r[k] for r in rows if r["variant"] == v])
-               for k, _, _ in cols} for v in VARIANTS}
+    med = benchlib.medians(rows, VARIANTS, [k for k, _, _ in cols])
     base = med.get("upstream")
-    lines = [header, "",
-             f"{'variant':12} " + " ".join(f"{h:>8}" for _, h, _ in cols) + " " +
-             " ".join(f"{h:>9}" for _, h in xcols)]
-    lines.append("-" * len(lines[-1]))
+    lines = [header, ""] + benchlib.ruled(f"{'variant':12} " + benchlib.col_heads(cols, 8) +
+                                          " " + " ".join(f"{h:>9}" for _, h in xcols))
     for v in VARIANTS:
-        lines.append(f"{v:12} " + " ".join(f"{fmt(med[v][k], d):>8}" for k, _, d in cols) + " " +
+        lines.append(f"{v:12} " + benchlib.col_cells(med[v], cols, 8) + " " +
                      " ".join(f"{fmt(ratio(med[v][k], base[k]) if base else None):>9}"
                               for k, _ in xcols))
     lines += ["", "per run: p99 (ms) of the transactions that started in write phases "
@@ -264,8 +251,7 @@ def table(rows, header):
             verdict = "-" if r is None else ("met" if r <= TARGET else "NOT met")
             lines.append(f"{v}/upstream, p99 in write phases, {what}: ratio of the medians "
                          f"{fmt(r)} (target <= {TARGET}: {verdict}); per run "
-                         f"{' '.join(fmt(x) for x in per_run)}, median "
-                         f"{fmt(benchlib.median_of(per_run))}")
+                         f"{benchlib.per_run_text(per_run)}")
     lines.append(f"medians of {len(runs)} runs.  p99 wr / out: latency (ms) of all transactions "
                  f"that started in / outside checkpoint write phases (WAL- or time-triggered); "
                  f"ins wr, upd wr: in write phases, the INSERT script, simple-update; wr/out: "
@@ -289,13 +275,12 @@ def read_csv(path):
 
 def main():
     csv_path = benchlib.bench_dir("append.csv")
-    if benchlib.table_again(table, csv_path, read_csv):
-        return
-    if not benchlib.selected("append", "append-heavy p99", RUNS, "BENCH_APPEND_RUNS"):
+    if not benchlib.main_start(table, VARIANTS, "BENCH_APPEND_VARIANTS",
+                               ("append", "append-heavy p99", RUNS, "BENCH_APPEND_RUNS"),
+                               default=csv_path, read=read_csv):
         return
     if IO not in ("buffered", "direct"):
         sys.exit(f"BENCH_APPEND_IO: buffered or direct, not {IO}")
-    benchlib.check_variants(VARIANTS, "BENCH_APPEND_VARIANTS")
     header = (f"append-heavy pgbench: simple-update (-N) + INSERT into bench_append (index on "
               f"{BUCKETS} buckets), -M prepared -c {CLIENTS} -j {JOBS}, scale {SCALE}, "
               f"{SECONDS} s (+{WARMUP} s warm-up) per run, {RUNS} runs interleaved, "

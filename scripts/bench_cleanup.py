@@ -214,11 +214,7 @@ def end_session(p):
         p.stdin.close()
     except OSError:
         pass
-    try:
-        p.wait(10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
+    benchlib.reap(p, 10)
 
 
 class PinSampler:
@@ -469,7 +465,7 @@ def startable(clusters):
 def table(rows, header):
     """Medians per variant; ratios to the upstream variant with the same
     io_method and I/O mode."""
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = benchlib.variants_of(rows)
     cols = [("tps", "tps", 0), ("pin_ms", "pin ms", 0), ("pin_accounts_ms", "pin acc", 0),
             ("vacuums", "vacs", 0), ("vac_med_ms", "vac med", 1), ("vac_max_ms", "vac max", 1),
             ("small_vac_max_ms", "sm max", 1), ("checkpoints", "ckpts", 0),
@@ -477,17 +473,15 @@ def table(rows, header):
             ("other_cpu_share", "oth.cpu", 2)]
     xcols = [("tps", "x tps"), ("pin_ms", "x pin"), ("pin_accounts_ms", "x pin acc"),
              ("vac_med_ms", "x vac med"), ("vac_max_ms", "x vac max")]
-    med = {v: {k: benchlib.median_of([r[k] for r in rows if r["variant"] == v])
-               for k, _, _ in cols} for v in variants}
+    med = benchlib.medians(rows, variants, [k for k, _, _ in cols])
     stuck = {v for v in variants for r in rows if r["variant"] == v and r["vac_stuck"]}
     w = max(len(v) for v in variants) + 1
-    lines = [header, "", f"{'variant':{w}} " + " ".join(f"{h:>7}" for _, h, _ in cols) + " " +
-             " ".join(f"{h:>9}" for _, h in xcols)]
-    lines.append("-" * len(lines[-1]))
+    lines = [header, ""] + benchlib.ruled(f"{'variant':{w}} " + benchlib.col_heads(cols, 7) +
+                                          " " + " ".join(f"{h:>9}" for _, h in xcols))
     for v in variants:
         b = med.get(base_of(v))
         lines.append(f"{v + ('!' if v in stuck else ''):{w}} " +
-                     " ".join(f"{fmt(med[v][k], d):>7}" for k, _, d in cols) + " " +
+                     benchlib.col_cells(med[v], cols, 7) + " " +
                      " ".join(f"{fmt(ratio(med[v][k], b[k]) if b else None):>9}"
                               for k, _ in xcols))
     lines.append("")
@@ -495,11 +489,9 @@ def table(rows, header):
         b = base_of(v)
         if b in med:
             lines.append(f"{v} / {b} per run: pin ms " +
-                         " ".join(fmt(x) for x in benchlib.paired_ratios(rows, v, "pin_ms",
-                                                                         base=b)) +
+                         benchlib.fmt_all(benchlib.paired_ratios(rows, v, "pin_ms", base=b)) +
                          "; vac max " +
-                         " ".join(fmt(x) for x in benchlib.paired_ratios(rows, v, "vac_max_ms",
-                                                                         base=b)))
+                         benchlib.fmt_all(benchlib.paired_ratios(rows, v, "vac_max_ms", base=b)))
     lines.append("pgbench_accounts VACUUM, sampled time per wait event (ms per run, mean; CPU: "
                  "active without a wait event):")
     for v in variants:
@@ -529,11 +521,9 @@ def table(rows, header):
 
 
 def main():
-    if benchlib.table_again(table):
+    if not benchlib.main_start(table, VARIANTS, "BENCH_CLEANUP_VARIANTS",
+                               ("cleanup", "cleanup-lock waits", RUNS, "BENCH_CLEANUP_RUNS")):
         return
-    if not benchlib.selected("cleanup", "cleanup-lock waits", RUNS, "BENCH_CLEANUP_RUNS"):
-        return
-    benchlib.check_variants(VARIANTS, "BENCH_CLEANUP_VARIANTS")
     for v in VARIANTS:
         parse_variant(v)
     timeout_seconds()

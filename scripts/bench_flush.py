@@ -99,7 +99,7 @@ def one_run(c, rep, position):
 
 def table(rows, header):
     """Medians per variant; the tps ratio to upstream within each run."""
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = benchlib.variants_of(rows)
     cols = [("tps", "tps", 0), ("lat_ms", "lat ms", 3), ("checkpoints", "ckpts", 0)]
     for p, name in (("backend", "bknd"), ("bgwriter", "bgwr"), ("ckpt", "ckpt")):
         cols += [(f"{p}_writes", f"{name} wr", 0), (f"{p}_write_bytes", f"{name} MB", 0),
@@ -107,25 +107,21 @@ def table(rows, header):
     for r in rows:
         for p in ("backend", "bgwriter", "ckpt"):
             r[f"{p}_bpw"] = benchlib.ratio(r[f"{p}_write_bytes"], r[f"{p}_writes"])
-    med = {v: {k: benchlib.median_of([r[k] for r in rows if r["variant"] == v])
-               for k, _, _ in cols} for v in variants}
+    med = benchlib.medians(rows, variants, [k for k, _, _ in cols])
     for v in variants:
         for p in ("backend", "bgwriter", "ckpt"):
             b = med[v][f"{p}_write_bytes"]
             med[v][f"{p}_write_bytes"] = None if b is None else b / 1048576
-    lines = [header, "", f"{'variant':12} " + " ".join(f"{h:>10}" for _, h, _ in cols) +
-             f" {'x tps':>7}"]
-    lines.append("-" * len(lines[-1]))
+    lines = [header, ""] + benchlib.ruled(f"{'variant':12} " + benchlib.col_heads(cols, 10) +
+                                          f" {'x tps':>7}")
     for v in variants:
-        x = None if v == "upstream" else benchlib.median_of(benchlib.paired_ratios(rows, v, "tps"))
-        lines.append(f"{v:12} " + " ".join(f"{fmt(med[v][k], d):>10}" for k, _, d in cols) +
-                     f" {fmt(x):>7}")
+        x = None if v == "upstream" else benchlib.median_ratio(rows, v, "tps")
+        lines.append(f"{v:12} " + benchlib.col_cells(med[v], cols, 10) + f" {fmt(x):>7}")
     lines.append("")
     for v in variants:
         if v != "upstream":
-            per_run = benchlib.paired_ratios(rows, v, "tps")
-            lines.append(f"{v}/upstream tps per run: {' '.join(fmt(x) for x in per_run)}, "
-                         f"median {fmt(benchlib.median_of(per_run))}")
+            lines.append(f"{v}/upstream tps per run: "
+                         f"{benchlib.per_run_text(benchlib.paired_ratios(rows, v, 'tps'))}")
     lines.append(f"medians of {len({r['run'] for r in rows})} runs.  bknd, bgwr, ckpt: client "
                  f"backends, background writer, checkpointer (pg_stat_io, object relation, "
                  f"context normal, reset before each measured period): wr = writes (I/Os), "
@@ -135,11 +131,9 @@ def table(rows, header):
 
 
 def main():
-    if benchlib.table_again(table):
+    if not benchlib.main_start(table, VARIANTS, "BENCH_FLUSH_VARIANTS",
+                               ("flush", "FlushBuffer-heavy pgbench", RUNS, "BENCH_FLUSH_RUNS")):
         return
-    if not benchlib.selected("flush", "FlushBuffer-heavy pgbench", RUNS, "BENCH_FLUSH_RUNS"):
-        return
-    benchlib.check_variants(VARIANTS, "BENCH_FLUSH_VARIANTS")
     header = (f"FlushBuffer-heavy pgbench: TPC-B-like, -M prepared -c {CLIENTS} -j {JOBS}, "
               f"scale {SCALE}, shared_buffers {SHARED_BUFFERS}, {SECONDS} s (+{WARMUP} s "
               f"warm-up) per run, {RUNS} runs interleaved, synchronous_commit off, "

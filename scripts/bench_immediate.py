@@ -75,6 +75,7 @@ import sys
 import time
 
 import benchlib
+from benchlib import med
 
 OUT = benchlib.bench_dir()
 MB, RUNS, IO_MODES, VARIANTS = benchlib.settings(
@@ -101,13 +102,9 @@ W = max([15] + [len(v) for v in VARIANTS])     # width of the variant column
 
 
 def variant_settings(v):
-    s, base = {}, benchlib.base_variant(v)
-    if base == "patched-nosort":
-        s["checkpoint_sort"] = "off"
-    elif base.startswith("patched"):
-        s["checkpoint_sort"] = "on"
-    s.update(benchlib.env_settings(v))
-    return s
+    base = benchlib.base_variant(v)
+    sort = "off" if base == "patched-nosort" else "on" if base.startswith("patched") else None
+    return benchlib.variant_settings(v, implied={"checkpoint_sort": sort} if sort else None)
 
 
 class Cluster(benchlib.Cluster):
@@ -230,14 +227,9 @@ def fio_bandwidth(directory):
     return res
 
 
-def med(rows, key):
-    return benchlib.median_of([r[key] for r in rows])
-
-
-def mb_s(rows):
+def ckpt_mb_s(rows):
     """Checkpoint bandwidth of runs: median write_bytes / median total time, MB/s."""
-    b, tt = med(rows, "write_bytes"), med(rows, "total_s")
-    return b / 1048576 / tt if b is not None and tt else None
+    return benchlib.mb_s(med(rows, "write_bytes"), med(rows, "total_s"))
 
 
 def table(rows, csv_path):
@@ -245,8 +237,7 @@ def table(rows, csv_path):
     hdr = (f"{'io':8} {'scen.':6} {'variant':{W}} {'dirty':>9} {'expected':>8} {'written':>8} "
            f"{'write s':>8} {'total s':>8} {'sort s':>7} {'writes':>8} {'B/write':>8} "
            f"{'MB/s':>7} {'write x':>8} {'total x':>8} {'writes x':>8}")
-    print(hdr)
-    print("-" * len(hdr))
+    print("\n".join(benchlib.ruled(hdr)))
     for mode, scenario in [(m, sc) for m in IO_MODES for sc in SCENARIOS]:
         sel = [r for r in rows if r["io"] == mode and r["scenario"] == scenario]
         base = [r for r in sel if r["variant"] == "upstream"]
@@ -261,7 +252,7 @@ def table(rows, csv_path):
             print(f"{mode:8} {scenario:6} {v:{W}} {med(rs, 'dirty'):>8.0f}{flag:1} "
                   f"{med(rs, 'expected_dirty'):>8.0f} {med(rs, 'written'):>8.0f} "
                   f"{wr:>8.3f} {tt:>8.3f} {benchlib.fmt(so):>7} {n:>8.0f} "
-                  f"{b / max(n, 1):>8.0f} {benchlib.fmt(mb_s(rs), 0):>7} {x('write_s'):>8} "
+                  f"{b / max(n, 1):>8.0f} {benchlib.fmt(ckpt_mb_s(rs), 0):>7} {x('write_s'):>8} "
                   f"{x('total_s'):>8} {x('writes'):>8}")
     print(f"dirty = dirty buffers before the CHECKPOINT, expected = the table's blocks (all) or "
           f"those holding an updated row (random), ! = a run off expected by more than "
@@ -277,8 +268,7 @@ def fio_table(rows, fio, csv_path):
           f"queue depth 1 (psync) {benchlib.fmt(qd1, 0)} MB/s, "
           f"queue depth 8 (libaio) {benchlib.fmt(qd8, 0)} MB/s")
     hdr = f"{'io':8} {'scen.':6} {'variant':{W}} {'MB/s':>7} {'x fio QD1':>9} {'x fio QD8':>9}"
-    print(hdr)
-    print("-" * len(hdr))
+    print("\n".join(benchlib.ruled(hdr)))
     out = []
     for mode, scenario in [(m, sc) for m in IO_MODES for sc in SCENARIOS]:
         for v in VARIANTS:
@@ -286,7 +276,7 @@ def fio_table(rows, fio, csv_path):
                   and r["variant"] == v]
             if not rs:
                 continue
-            bw = mb_s(rs)
+            bw = ckpt_mb_s(rs)
             f1, f8 = benchlib.ratio(bw, qd1), benchlib.ratio(bw, qd8)
             print(f"{mode:8} {scenario:6} {v:{W}} {benchlib.fmt(bw, 0):>7} "
                   f"{benchlib.fmt(f1):>9} {benchlib.fmt(f8):>9}")

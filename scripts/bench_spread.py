@@ -54,12 +54,9 @@ the previous build's (prev: variants) on BENCH_PORT + 12.
 """
 
 import os
-import re
 import shutil
 import statistics
-import subprocess
 import sys
-import threading
 import time
 
 import benchlib
@@ -81,8 +78,7 @@ PHASE_FIELDS = ["run", "variant", "sync", "start_s", "write_s", "q1_mb_s", "h2_m
 
 class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        i = 0 if name == "upstream" else 2 if name.startswith(benchlib.PREV) else 1
-        super().__init__(name, benchlib.port("spread", i), OUT)
+        super().__init__(name, benchlib.build_port("spread", name), OUT)
 
     def init(self):
         super().init(f"""shared_buffers = 1GB
@@ -94,10 +90,7 @@ autovacuum = off
 {benchlib.LOG_SETTINGS}""")
 
     def configure(self, variant, sync):
-        settings, base = {"synchronous_commit": sync}, benchlib.base_variant(variant)
-        if base != "upstream":
-            settings["checkpoint_wal_pacing"] = base
-        self.set_settings(settings)
+        self.set_settings({"synchronous_commit": sync, **benchlib.pacing_settings(variant)})
 
     def wal_stats(self):
         """(WAL bytes, full-page images) so far, from pg_stat_wal."""
@@ -109,7 +102,7 @@ autovacuum = off
                              "WHERE backend_type = 'checkpointer'"))
 
 
-class WriteSampler:
+class WriteSampler(benchlib.Sampler):
     """A thread sampling, every second, the write syscall bytes of the
     checkpointer (/proc/PID/io wchar: exact and not delayed like the
     statistics) and the size of pg_wal (segment files, in MB: what a DBA's
@@ -117,9 +110,7 @@ class WriteSampler:
 
     def __init__(self, pid, pg_wal):
         self.path, self.pg_wal = f"/proc/{pid}/io", pg_wal
-        self.samples, self.stop_ev = [], threading.Event()
-        self.th = threading.Thread(target=self.loop)
-        self.th.start()
+        super().__init__()
 
     def wal_mb(self):
         try:
@@ -143,11 +134,6 @@ class WriteSampler:
             cur = self.wchar()
             self.samples.append((time.time(), cur - last, self.wal_mb()))
             last, nxt = cur, nxt + 1
-
-    def stop(self):
-        self.stop_ev.set()
-        self.th.join()
-        return self.samples
 
 
 def prepare(c, variant, sync):
@@ -185,20 +171,9 @@ def measure(c, variant, sync):
                 wal_bytes=wal1[0] - wal0[0], wal_fpi=wal1[1] - wal0[1])
 
 
-def progress(stderr):
-    """{second: (tps, latency ms)} from the per-second progress lines:
-    "progress: 12.0 s, 4567.8 tps, lat 0.875 ms stddev ..."."""
-    prog = {}
-    for line in stderr.splitlines():
-        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms", line)
-        if m:
-            prog[int(float(m.group(1)))] = (float(m.group(2)), float(m.group(3)))
-    return prog
-
-
 def per_second(rep, variant, sync, m, in_write):
     """One row per measured second; second s covers [t0 + s - 1, t0 + s)."""
-    t0, ckpts, prog = m["t0"], m["ckpts"], progress(m["stderr"])
+    t0, ckpts, prog = m["t0"], m["ckpts"], benchlib.progress(m["stderr"])
     wrate = {int(round(ts - t0)): b for ts, b, _ in m["samples"]}
     rows = []
     for sec in range(1, SECONDS + 1):
@@ -283,26 +258,22 @@ def run(c, variant, sync, rep):
 def plot(sync, series, front):
     """One PNG per synchronous_commit setting: a panel per variant, titled
     with its front-load ratio (front: variant -> (ratio, phases))."""
-    if not shutil.which("gnuplot"):
-        print("gnuplot not installed: no plots")
+    if not benchlib.have_gnuplot():
         return
     png = os.path.join(OUT, f"spread-sync-{sync}.png")
-    script = [f"set terminal pngcairo noenhanced size 1400,{300 * len(series)} font ',9'",
-              f"set output '{png}'",
-              f"set multiplot layout {len(series)},1 title "
-              f"'pgbench tps and checkpointer write rate, synchronous_commit={sync}, "
-              f"max_wal_size={MAX_WAL} (shaded: checkpoint write phase, WAL-triggered)'",
-              "set ylabel 'tps'", "set y2label 'checkpointer MB/s'", "set ytics nomirror",
-              "set y2tics", "set xlabel 'seconds'", "set key top left",
-              "set style fill transparent solid 0.15 noborder", "set yrange [0:*]",
-              "set y2range [0:*]"]
+    script = benchlib.multiplot_head(
+        png, 300 * len(series), len(series),
+        f"pgbench tps and checkpointer write rate, synchronous_commit={sync}, "
+        f"max_wal_size={MAX_WAL} (shaded: checkpoint write phase, WAL-triggered)")
+    script += ["set ylabel 'tps'", "set y2label 'checkpointer MB/s'", "set ytics nomirror",
+               "set y2tics", "set xlabel 'seconds'", "set key top left",
+               "set style fill transparent solid 0.15 noborder", "set yrange [0:*]",
+               "set y2range [0:*]"]
     top = max(float(r["tps"]) for rows in series.values() for r in rows) * 1.1 or 1
     script.append(f"set yrange [0:{top:.0f}]")
     for variant, rows in series.items():
         dat = os.path.join(OUT, f"plot-{benchlib.file_name(variant)}-{sync}.dat")
-        with open(dat, "w") as f:
-            for r in rows:
-                f.write(f"{r['second']} {r['tps']} {r['ckpt_write_mb_s']} {r['in_write_phase']}\n")
+        benchlib.write_dat(dat, rows, ("second", "tps", "ckpt_write_mb_s", "in_write_phase"))
         ratio, n = front.get(variant, (None, 0))
         script.append(f"set title '{variant}: front-load {fmt(ratio, 2)} (checkpointer write "
                       f"rate, first quarter / second half of a write phase; median of the {n} "
@@ -311,9 +282,7 @@ def plot(sync, series, front):
                       f"title 'write phase', '' using 1:2 with lines lw 1.5 lc rgb 'blue' "
                       f"title 'tps', '' using 1:3 axes x1y2 with steps lc rgb 'red' "
                       f"title 'checkpointer MB/s'")
-    script.append("unset multiplot")
-    subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
-    print(f"plot: {png}")
+    benchlib.gnuplot(script, png)
 
 
 def replot():
@@ -341,9 +310,8 @@ def table(summary):
             runs = [s for s in summary if s["sync"] == sync and s["variant"] == variant]
             if not runs:
                 continue
-            x = benchlib.median_of(benchlib.paired_ratios(
-                [s for s in summary if s["sync"] == sync], variant, "tps",
-                same=("run", "sync")))
+            x = benchlib.median_ratio([s for s in summary if s["sync"] == sync], variant,
+                                      "tps", same=("run", "sync"))
             m = {k: benchlib.median_of([s.get(k) for s in runs])
                  for k in ("tps", "wal_checkpoints", "write_rate_cov", "front_load",
                            "tps_p5_over_median_in_ckpt", "p99_ms_in_write", "p99_ms_outside",
@@ -393,7 +361,7 @@ def main():
                 # rotate the order so that no variant always runs first or last
                 series, front = {}, {}
                 for v in benchlib.rotated(VARIANTS, rep):
-                    print(f"run {rep}: {v}, synchronous_commit={sync}", flush=True)
+                    benchlib.say_run(rep, f"{v}, synchronous_commit={sync}")
                     rows, phases, s = run(clusters[benchlib.cluster_of(v)], v, sync, rep)
                     seconds_out.write(rows)
                     phases_out.write(phases)

@@ -144,7 +144,7 @@ import sys
 import time
 
 import benchlib
-from benchlib import fmt
+from benchlib import fmt, med
 
 OUT = benchlib.bench_dir("volume")
 MNT = os.path.join(OUT, "mnt")
@@ -202,12 +202,12 @@ def build_of(variant):
 def variant_settings(variant):
     """The settings of a variant ("series:a=1,b=2" -> {a: 1, b: 2}), on top
     of BENCH_SETTINGS' for its build."""
-    s = benchlib.env_settings(build_of(variant))
+    own = {}
     if ":" in variant:
         for kv in variant.split(":", 1)[1].split(","):
             k, _, val = kv.partition("=")
-            s[k.strip()] = val.strip()
-    return s
+            own[k.strip()] = val.strip()
+    return benchlib.variant_settings(variant, explicit=own, env_of=build_of(variant))
 
 
 def same_upstream(variant):
@@ -289,10 +289,6 @@ def builder_ids():
     return pw
 
 
-def mb_s(nbytes, seconds):
-    return nbytes / seconds / 1e6 if seconds > 0 else None
-
-
 def direct_write_mb_s(path, kb):
     """MB/s of CHECK_S seconds of kb-sized direct writes at queue depth 1,
     into the file 'path': fio if installed, else dd."""
@@ -316,7 +312,7 @@ def direct_write_mb_s(path, kb):
 
 def dd_mb_s(out):
     m = re.search(r"(\d+) bytes .* copied, ([\d.]+) s", out)
-    return mb_s(int(m.group(1)), float(m.group(2))) if m else None
+    return benchlib.mb_s(int(m.group(1)), float(m.group(2)), mb=1e6) if m else None
 
 
 def buffered_write_mb_s(path):
@@ -508,12 +504,7 @@ class Volume:
                 print(f"teardown: {what} failed: {e}", file=sys.stderr, flush=True)
         if self.child is not None and self.child.poll() is None:
             print("waiting for the benchmark to stop its servers", flush=True)
-            self.child.send_signal(signal.SIGTERM)
-            try:
-                self.child.wait(600)
-            except subprocess.TimeoutExpired:
-                self.child.kill()
-                self.child.wait()
+            benchlib.reap(self.child, 600, signal.SIGTERM)
         step("stopping the servers", stop_servers, self.path)
         if self.kind == "dir":
             for e in os.listdir(self.path):
@@ -583,8 +574,7 @@ def main_volume():
     vol = Volume()
     vol.prerequisites()
     rc = 1
-    # SIGTERM ends like ^C: the finally clause tears down
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    benchlib.exit_on_sigterm()     # the finally clause tears down
     try:
         vol.setup()
         before = None
@@ -657,18 +647,6 @@ def dev_delta(a, b):
     return None if a is None or b is None else {k: b[k] - a[k] for k in a}
 
 
-def progress(stderr):
-    """{second: (tps, latency ms)} from pgbench -P 1's lines "progress: 12.0
-    s, 4567.8 tps, lat 0.875 ms stddev ..."."""
-    prog = {}
-    for line in stderr.splitlines():
-        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+|NaN) ms", line)
-        if m:
-            lat = float(m.group(3)) if m.group(3) != "NaN" else 0.0
-            prog[int(round(float(m.group(1))))] = (float(m.group(2)), lat)
-    return prog
-
-
 def checkpoint_times(logfile, offset, ckpts):
     """(write s, sync s) of each complete checkpoint of 'ckpts', from its
     "checkpoint complete" line."""
@@ -729,7 +707,7 @@ def pgbench_run(c, variant, sb, rep):
         ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
     finally:
         c.stop()
-    prog = progress(p.stderr)
+    prog = benchlib.progress(p.stderr, rounded=True)
     secs = []
     for s in range(1, SECONDS + 1):
         tps, lat = prog.get(s, (0.0, 0.0))
@@ -774,7 +752,7 @@ def pgbench_scenario(clusters, stem, header):
         for sb in SBS:
             for rep in range(1, RUNS + 1):
                 for v in benchlib.rotated(VARIANTS, rep):
-                    print(f"run {rep}: {v}, shared_buffers {sb} ({SB_SIZES[sb]})", flush=True)
+                    benchlib.say_run(rep, f"{v}, shared_buffers {sb} ({SB_SIZES[sb]})")
                     row, secs = pgbench_run(clusters[build_of(v)], v, sb, rep)
                     rows.append(row)
                     seconds += secs
@@ -903,7 +881,7 @@ def bulk_scenario(clusters, stem, header, path):
         with benchlib.CsvOut(stem + "-bulk.csv", BULK_FIELDS) as out:
             for rep in range(1, RUNS + 1):
                 for v in benchlib.rotated(BULK_VARIANTS, rep):
-                    print(f"bulk run {rep}: {v}", flush=True)
+                    benchlib.say_run(rep, v, kind="bulk run")
                     rows.append(bulk_run(clusters[build_of(v)], v, rep, copy_file))
                     out.write(rows[-1:])
     finally:
@@ -913,19 +891,11 @@ def bulk_scenario(clusters, stem, header, path):
 
 # ---------------------------------------------------------------- tables and plots
 
-def med(rs, key):
-    return benchlib.median_of([r[key] for r in rs])
-
-
-def paired(rows, variant, key, base, same):
-    return benchlib.median_of(benchlib.paired_ratios(rows, variant, key, same=same, base=base))
-
-
 def table_layout(rows, header, run_width):
     """The header lines, variants, runs and the widths of the variant and
     by-run columns that pgbench_table() and bulk_table() share."""
     lines = [header] if header else []
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = benchlib.variants_of(rows)
     runs = sorted({r["run"] for r in rows})
     w = max([12] + [len(v) for v in variants])
     rw = max(10, run_width * len(runs))
@@ -937,19 +907,19 @@ def pgbench_table(rows, header):
     for sb in dict.fromkeys(r["sb"] for r in rows):
         srows = [r for r in rows if r["sb"] == sb]
         lines += ["", f"pgbench, shared_buffers {sb} ({SB_SIZES.get(sb, sb)}): per-second tps "
-                      f"and transaction latency, medians of {len(runs)} run(s)",
-                  f"{'variant':{w}} {'mean tps by run':>{rw}} {'mean':>8} {'x upstr':>7} "
-                  f"{'x same':>6} {'median':>8} {'p5':>8} {'stall s':>7} {'p99 ms':>8} "
-                  f"{'p99.9 ms':>9} {'max ms':>8}"]
-        lines.append("-" * len(lines[-1]))
+                      f"and transaction latency, medians of {len(runs)} run(s)"]
+        lines += benchlib.ruled(
+            f"{'variant':{w}} {'mean tps by run':>{rw}} {'mean':>8} {'x upstr':>7} "
+            f"{'x same':>6} {'median':>8} {'p5':>8} {'stall s':>7} {'p99 ms':>8} "
+            f"{'p99.9 ms':>9} {'max ms':>8}")
         for v in variants:
             rs = sorted((r for r in srows if r["variant"] == v), key=lambda r: r["run"])
             if not rs:
                 continue
             by_run = " ".join(f"{r['mean_tps']:8.1f}" for r in rs)
-            x = paired(srows, v, "mean_tps", "upstream", ("run", "sb")) if v != "upstream" \
+            x = benchlib.median_ratio(srows, v, "mean_tps", "upstream", ("run", "sb")) if v != "upstream" \
                 else None
-            xs = paired(srows, v, "mean_tps", same_upstream(v), ("run", "sb")) \
+            xs = benchlib.median_ratio(srows, v, "mean_tps", same_upstream(v), ("run", "sb")) \
                 if build_of(v) != "upstream" else None
             lines.append(f"{v:{w}} {by_run:>{rw}} {fmt(med(rs, 'mean_tps'), 1):>8} "
                          f"{fmt(x):>7} {fmt(xs):>6} {fmt(med(rs, 'median_tps'), 1):>8} "
@@ -957,12 +927,12 @@ def pgbench_table(rows, header):
                          f"{fmt(med(rs, 'lat_p99_ms'), 1):>8} "
                          f"{fmt(med(rs, 'lat_p999_ms'), 1):>9} "
                          f"{fmt(med(rs, 'lat_max_ms'), 1):>8}")
-        lines += ["", f"pgbench, shared_buffers {sb}: checkpoints and writes, medians",
-                  f"{'variant':{w}} {'ckpts':>5} {'write s':>7} {'sync s':>7} "
-                  f"{'backend wr':>10} {'blk/wr':>6} {'bgwr wr':>8} {'blk/wr':>6} "
-                  f"{'ckpt wr':>8} {'blk/wr':>6} {'dev w MB/s':>10} {'dev w IOPS':>10} "
-                  f"{'dev r MB/s':>10} {'other cpu':>9}"]
-        lines.append("-" * len(lines[-1]))
+        lines += ["", f"pgbench, shared_buffers {sb}: checkpoints and writes, medians"]
+        lines += benchlib.ruled(
+            f"{'variant':{w}} {'ckpts':>5} {'write s':>7} {'sync s':>7} "
+            f"{'backend wr':>10} {'blk/wr':>6} {'bgwr wr':>8} {'blk/wr':>6} "
+            f"{'ckpt wr':>8} {'blk/wr':>6} {'dev w MB/s':>10} {'dev w IOPS':>10} "
+            f"{'dev r MB/s':>10} {'other cpu':>9}")
         for v in variants:
             rs = [r for r in srows if r["variant"] == v]
             if not rs:
@@ -987,7 +957,7 @@ def pgbench_table(rows, header):
                         not any(r["variant"] == base for r in srows):
                     lines.append(f"target: {v} vs {base}: not measured (both needed)")
                     continue
-                x = paired(srows, v, "mean_tps", base, ("run", "sb"))
+                x = benchlib.median_ratio(srows, v, "mean_tps", base, ("run", "sb"))
                 stalls = max(r["stall_s"] for r in srows if r["variant"] == v)
                 ok = x is not None and x >= target and (not no_stall or stalls == 0)
                 lines.append(f"target: {v} mean tps >= {target} x {base}'s" +
@@ -1010,13 +980,13 @@ def pgbench_table(rows, header):
 
 def bulk_table(rows, header):
     lines, variants, runs, w, rw = table_layout(rows, header, 8)
-    lines += ["", f"bulk: COPY, UPDATE, VACUUM of a new table (s), medians of {len(runs)} run(s)",
-              f"{'variant':{w}} {'COPY s by run':>{rw}} {'COPY':>7} {'+ckpt':>7} {'x same':>6} "
-              f"{'UPDATE':>7} {'+ckpt':>7} {'VACUUM':>7} {'+ckpt':>7} {'x same':>6} "
-              f"{'bulkwr blk/wr':>13} {'vacuum blk/wr':>13} {'normal blk/wr':>13} "
-              f"{'table MB':>8} {'dev MB':>7} {'COPY dev MB/s':>13} {'VAC dev MB/s':>12} "
-              f"{'ckpts in COPY':>13} {'COPY fsyncs':>11}"]
-    lines.append("-" * len(lines[-1]))
+    lines += ["", f"bulk: COPY, UPDATE, VACUUM of a new table (s), medians of {len(runs)} run(s)"]
+    lines += benchlib.ruled(
+        f"{'variant':{w}} {'COPY s by run':>{rw}} {'COPY':>7} {'+ckpt':>7} {'x same':>6} "
+        f"{'UPDATE':>7} {'+ckpt':>7} {'VACUUM':>7} {'+ckpt':>7} {'x same':>6} "
+        f"{'bulkwr blk/wr':>13} {'vacuum blk/wr':>13} {'normal blk/wr':>13} "
+        f"{'table MB':>8} {'dev MB':>7} {'COPY dev MB/s':>13} {'VAC dev MB/s':>12} "
+        f"{'ckpts in COPY':>13} {'COPY fsyncs':>11}")
 
     def bpw(rs, ctx):
         return fmt(benchlib.median_of([blocks_per_write(r[f"{ctx}_writes"],
@@ -1034,8 +1004,8 @@ def bulk_table(rows, header):
         base = same_upstream(v)
         xc = xv = None
         if build_of(v) != "upstream" and any(r["variant"] == base for r in rows):
-            xc = paired(rows, v, "copy_s", base, ("run",))
-            xv = paired(rows, v, "vacuum_s", base, ("run",))
+            xc = benchlib.median_ratio(rows, v, "copy_s", base, ("run",))
+            xv = benchlib.median_ratio(rows, v, "vacuum_s", base, ("run",))
             t = 0.3 if is_direct(v) else 0.9
             ok = xc is not None and xv is not None and xc <= t and xv <= t
             targets.append(f"target: {v} / {base}, COPY and VACUUM time <= {t}: {fmt(xc)} and "
@@ -1069,33 +1039,27 @@ def bulk_table(rows, header):
 def plot(stem, sb, secs, rows):
     """stem-<sb>.png: per-second tps, a panel per variant, each run a line,
     run 1's checkpoints shaded."""
-    if not secs:
+    if not secs or not benchlib.have_gnuplot():
         return
-    if not shutil.which("gnuplot"):
-        print("gnuplot not installed: no plots")
-        return
-    variants = list(dict.fromkeys(s["variant"] for s in secs))
+    variants = benchlib.variants_of(secs)
     runs = sorted({s["run"] for s in secs})
     png = f"{stem}-{sb}.png"
     top = max(float(s["tps"]) for s in secs) * 1.1 or 1
-    script = [f"set terminal pngcairo noenhanced size 1400,{260 * len(variants) + 60} font ',9'",
-              f"set output '{png}'",
-              f"set multiplot layout {len(variants)},1 title 'pgbench tps per second, "
-              f"shared_buffers {sb} ({SB_SIZES.get(sb, sb)}), checkpoint_timeout "
-              f"{CHECKPOINT_TIMEOUT} (shaded: checkpoints of run 1)'",
-              "set ylabel 'tps'", "set xlabel 'seconds'", "set key top right",
-              "set style fill transparent solid 0.15 noborder", f"set yrange [0:{top:.0f}]",
-              f"set xrange [0:{max(int(s['second']) for s in secs)}]"]
+    script = benchlib.multiplot_head(
+        png, 260 * len(variants) + 60, len(variants),
+        f"pgbench tps per second, shared_buffers {sb} ({SB_SIZES.get(sb, sb)}), "
+        f"checkpoint_timeout {CHECKPOINT_TIMEOUT} (shaded: checkpoints of run 1)")
+    script += ["set ylabel 'tps'", "set xlabel 'seconds'", "set key top right",
+               "set style fill transparent solid 0.15 noborder", f"set yrange [0:{top:.0f}]",
+               f"set xrange [0:{max(int(s['second']) for s in secs)}]"]
     colors = ["blue", "dark-green", "red", "purple", "brown", "black"]
     for v in variants:
         plots = []
         for rep in runs:
             dat = os.path.join(OUT, f"plot-{sb}-{benchlib.file_name(v)}-{rep}.dat"
                                .replace("=", "-"))
-            with open(dat, "w") as f:
-                for s in secs:
-                    if s["variant"] == v and s["run"] == rep:
-                        f.write(f"{s['second']} {s['tps']} {s['in_checkpoint']}\n")
+            benchlib.write_dat(dat, [s for s in secs if s["variant"] == v and s["run"] == rep],
+                               ("second", "tps", "in_checkpoint"))
             if rep == runs[0]:
                 # second s covers [s - 1, s)
                 plots.append(f"'{dat}' using ($1-1):($3*{top:.0f}) with fillsteps "
@@ -1106,9 +1070,7 @@ def plot(stem, sb, secs, rows):
                           for r in rows if r["variant"] == v)
         script.append(f"set title '{v}: {stats}'")
         script.append("plot " + ", ".join(plots))
-    script.append("unset multiplot")
-    subprocess.run(["gnuplot"], input="\n".join(script), text=True, check=True)
-    print(f"plot: {png}", flush=True)
+    benchlib.gnuplot(script, png)
 
 
 def stem_of(path):
@@ -1127,10 +1089,12 @@ def again():
     have = {s: os.path.exists(stem + s) for s in (".csv", "-seconds.csv", "-bulk.csv")}
     if args[0] == "--table":
         texts = [f"(from {stem}*.csv)"]
-        if have[".csv"]:
-            texts.append(pgbench_table(benchlib.read_csv(stem + ".csv"), None))
-        if have["-bulk.csv"]:
-            texts.append(bulk_table(benchlib.read_csv(stem + "-bulk.csv"), None))
+        for suffix in (".csv", "-bulk.csv"):
+            if have[suffix]:
+                # by its columns: a bulk CSV renamed without "-bulk" is one still
+                rows = benchlib.read_csv(stem + suffix)
+                texts.append((bulk_table if rows and "copy_s" in rows[0] else pgbench_table)(
+                    rows, None))
         print("\n".join(texts))
     else:
         if not have["-seconds.csv"]:
@@ -1167,7 +1131,7 @@ def main_run(path, mm, desc):
               f"{benchlib.mem_total_mb()} MB RAM")
     print(header, flush=True)
     start = time.monotonic()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    benchlib.exit_on_sigterm()
     clusters = {b: Cluster(b, path) for b in BUILDS}
     texts = [header]
     try:

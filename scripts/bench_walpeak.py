@@ -70,9 +70,7 @@ README.md):
 """
 
 import os
-import signal
 import sys
-import threading
 import time
 
 import benchlib
@@ -95,8 +93,7 @@ FIELDS = ["run", "variant", "start_mb", "peak_mb", "peak_at_s", "wal_checkpoints
 
 class Cluster(benchlib.Cluster):
     def __init__(self, name):
-        i = 0 if name == "upstream" else 2 if name.startswith(benchlib.PREV) else 1
-        super().__init__(name, benchlib.port("walpeak", i), OUT)
+        super().__init__(name, benchlib.build_port("walpeak", name), OUT)
 
     def init(self):
         super().init(f"""shared_buffers = {SHARED_BUFFERS}
@@ -117,22 +114,18 @@ autovacuum = off
         self.psql("CHECKPOINT")
 
     def configure(self, variant):
-        settings, base = {}, benchlib.base_variant(variant)
-        if base != "upstream":
-            settings["checkpoint_wal_pacing"] = base
-        settings.update(benchlib.env_settings(variant))
-        self.set_settings(settings)
+        self.set_settings(benchlib.variant_settings(variant,
+                                                    implied=benchlib.pacing_settings(variant)))
 
 
-class WalSampler:
+class WalSampler(benchlib.Sampler):
     """A thread summing the sizes of the files in pg_wal every SAMPLE_S
     seconds (directories such as archive_status left out, a file renamed
     while listed counted once: by inode).  samples: (epoch, MB)."""
 
     def __init__(self, pg_wal):
-        self.pg_wal, self.samples, self.stop_ev = pg_wal, [], threading.Event()
-        self.th = threading.Thread(target=self.loop)
-        self.th.start()
+        self.pg_wal = pg_wal
+        super().__init__()
 
     def wal_mb(self):
         sizes = {}
@@ -151,11 +144,6 @@ class WalSampler:
             self.samples.append((time.time(), self.wal_mb()))
             nxt += SAMPLE_S
             time.sleep(max(0, nxt - time.time()))
-
-    def stop(self):
-        self.stop_ev.set()
-        self.th.join()
-        return self.samples
 
 
 def checkpoint_running(logfile, offset):
@@ -215,20 +203,19 @@ def one_run(c, variant, rep, script):
 def table(rows, header):
     """Per variant: the peaks run by run, their max and median; the ratio of
     issue 23."""
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = benchlib.variants_of(rows)
     runs = sorted({r["run"] for r in rows})
     w = max([12] + [len(v) for v in variants])
     pw = max(24, 7 * len(runs))
-    lines = [header, "", f"{'variant':{w}} {'peak pg_wal MB, run by run':{pw}} {'max':>7} "
-             f"{'median':>7} {'start':>7} {'ckpts':>5} {'last ckpt s':>11} {'forced':>6}"]
-    lines.append("-" * len(lines[-1]))
+    lines = [header, ""] + benchlib.ruled(
+        f"{'variant':{w}} {'peak pg_wal MB, run by run':{pw}} {'max':>7} "
+        f"{'median':>7} {'start':>7} {'ckpts':>5} {'last ckpt s':>11} {'forced':>6}")
     peaks = {}
     for v in variants:
         rs = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["run"])
         p = [r["peak_mb"] for r in rs]
         peaks[v] = max(p)
-        med = {k: benchlib.median_of([r[k] for r in rs]) for k in ("start_mb",
-                                                                  "wal_checkpoints")}
+        med = {k: benchlib.med(rs, k) for k in ("start_mb", "wal_checkpoints")}
         med["last_ckpt_s"] = benchlib.median_of([r["last_ckpt_s"] for r in rs if not r["forced"]])
         lines.append(f"{v:{w}} {' '.join(f'{x:6.1f}' for x in p):{pw}} {max(p):7.1f} "
                      f"{benchlib.median_of(p):7.1f} {fmt(med['start_mb'], 1):>7} "
@@ -256,9 +243,8 @@ def table(rows, header):
 
 
 def main():
-    if benchlib.table_again(table):
+    if not benchlib.main_start(table, VARIANTS, "BENCH_WALPEAK_VARIANTS"):
         return
-    benchlib.check_variants(VARIANTS, "BENCH_WALPEAK_VARIANTS")
     unknown = [v for v in VARIANTS if benchlib.base_variant(v) not in ("upstream",) + MODES]
     if unknown:
         sys.exit(f"BENCH_WALPEAK_VARIANTS: unknown variant(s) {unknown}: \"upstream\" or a "
@@ -278,8 +264,7 @@ def main():
         f.write(f"\\set id random(1, {ROWS})\nUPDATE t SET n = n + 1 WHERE id = :id;\n")
     clusters = {n: Cluster(n) for n in sorted({benchlib.cluster_of(v) for v in VARIANTS})}
     csv_path = benchlib.stamped_csv("walpeak")
-    # SIGTERM ends like ^C: the finally clause stops the servers
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    benchlib.exit_on_sigterm()     # the finally clause stops the servers
     rows = []
     try:
         for c in clusters.values():
@@ -291,7 +276,7 @@ def main():
         with benchlib.CsvOut(csv_path, FIELDS) as out:
             for rep in range(1, RUNS + 1):
                 for v in benchlib.rotated(VARIANTS, rep):
-                    print(f"run {rep}: {v}", flush=True)
+                    benchlib.say_run(rep, v)
                     rows.append(one_run(clusters[benchlib.cluster_of(v)], v, rep, script))
                     out.write(rows[-1:])
     finally:

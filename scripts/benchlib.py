@@ -6,8 +6,9 @@ Benchmarking), where the installations and the results are and which
 ports the clusters use, a PostgreSQL cluster (initdb, pg_ctl, psql and
 pgbench of one installation, listening on localhost only), interleaved runs written to CSV, the CPU
 shares of a run, checkpoints and their write phases from the server log,
-transaction latencies from pgbench -l logs, and the small statistics and
-formatting helpers of the tables."""
+transaction latencies from pgbench -l logs and per-second progress from
+pgbench -P, the settings of a variant, background samplers, gnuplot plots,
+and the statistics and formatting helpers of the tables."""
 
 import csv
 import os
@@ -18,6 +19,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 
@@ -82,6 +84,24 @@ def env_settings(variant, var="BENCH_SETTINGS"):
                 k, val = kv.split("=", 1)
                 s[k.strip()] = val.strip()
     return s
+
+
+def variant_settings(variant, implied=None, explicit=None, env_of=None):
+    """The settings of a variant: 'implied' (what its name stands for, e.g.
+    checkpoint_sort = off), then BENCH_SETTINGS' for 'env_of' (default: the
+    variant; env_settings), then 'explicit' (settings the variant names
+    itself, e.g. "series:debug_io_direct=data"); a later one's win."""
+    s = dict(implied or {})
+    s.update(env_settings(env_of or variant))
+    s.update(explicit or {})
+    return s
+
+
+def pacing_settings(variant):
+    """The checkpoint_wal_pacing of a variant named after a pacing mode
+    ("linear", "prev:compensated", ...); none for "upstream"."""
+    base = base_variant(variant)
+    return {} if base == "upstream" else {"checkpoint_wal_pacing": base}
 
 
 # Variants of the series that need a cluster of their own: io_method is a
@@ -155,7 +175,8 @@ def stamped_csv(name):
 # Ports: BENCH_PORT [5600] + a fixed offset per script, so that the scripts
 # never collide with each other: bench_immediate.py +0.., bench_spread.py
 # +10/+11, bench_append.py +20.., bench_flush.py +30.., bench_cleanup.py +40..,
-# bench_walpeak.py +50.., bench_volume.py +60..
+# bench_walpeak.py +50.., bench_volume.py +60.. (and the shell scripts
+# bench_blocks_per_write.sh +70, bench_ab_same_cluster.sh +71)
 PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30, "cleanup": 40,
                "walpeak": 50, "volume": 60}
 
@@ -163,6 +184,12 @@ PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30, "cleanup
 def port(script, i=0):
     """The port of the i-th cluster of 'script' (a key of PORT_OFFSET)."""
     return int(os.environ.get("BENCH_PORT", "5600")) + PORT_OFFSET[script] + i
+
+
+def build_port(script, cluster):
+    """The port of a cluster of 'script' that has one cluster per build:
+    port(script, 0) for "upstream", 1 for the series, 2 for a "prev:" one."""
+    return port(script, 0 if cluster == "upstream" else 2 if cluster.startswith(PREV) else 1)
 
 
 def machine():
@@ -218,6 +245,20 @@ OTHER_WRITERS = ("client backend", "background writer")
 def check_variants(variants, var):
     if len(set(variants)) != len(variants):
         sys.exit(f"{var}: a variant is named twice: {variants}")
+
+
+def main_start(table, variants, variants_var, selection=None, default=None, read=None):
+    """The start of a benchmark's main(): with --table, print the table again
+    (table_again(table, default, read)) and return False; with 'selection' =
+    (scenario, what, runs, runs_var), return False if BENCH_SCENARIOS or the
+    runs leave the benchmark out (selected); else check the variants
+    (check_variants(variants, variants_var)) and return True: run it."""
+    if table_again(table, default, read):
+        return False
+    if selection and not selected(*selection):
+        return False
+    check_variants(variants, variants_var)
+    return True
 
 
 class Cluster:
@@ -384,6 +425,38 @@ class CpuShares:
         return round(cpu, 3), round(max(0, busy - cpu), 3)
 
 
+class Sampler:
+    """A thread that runs self.loop() from its creation until stop(), which
+    returns self.samples.  A subclass sets what its loop needs before it
+    calls Sampler.__init__ (the thread starts there); the loop appends to
+    self.samples until self.stop_ev is set."""
+
+    def __init__(self):
+        self.samples, self.stop_ev = [], threading.Event()
+        self.th = threading.Thread(target=self.loop)
+        self.th.start()
+
+    def loop(self):
+        raise NotImplementedError
+
+    def stop(self):
+        self.stop_ev.set()
+        self.th.join()
+        return self.samples
+
+
+def reap(p, timeout, sig=None):
+    """Wait up to 'timeout' seconds for process p to end, first sending it
+    'sig' if it still runs; kill it if it does not end."""
+    if sig is not None and p.poll() is None:
+        p.send_signal(sig)
+    try:
+        p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
 class CsvOut:
     """A CSV file (csv.DictWriter, columns 'fields') written row by row, each
     write flushed, so that an interrupted benchmark keeps what it measured."""
@@ -422,6 +495,11 @@ def rotated(items, rep):
     return items[k:] + items[:k]
 
 
+def exit_on_sigterm():
+    """From now on SIGTERM ends the script like ^C: its finally clauses run."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+
+
 def run_interleaved(clusters, runs, one_run, csv_path, fields, order=alternating, usable=None):
     """Interleaved runs, one server at a time: for run 1..runs, for each
     cluster in order(clusters, run), row = one_run(cluster, run, position in
@@ -432,8 +510,7 @@ def run_interleaved(clusters, runs, one_run, csv_path, fields, order=alternating
     made, their init()), then usable(clusters), if given, says which of
     them run (none: exit); every server is stopped at the end, also on an
     error or SIGTERM.  Returns the rows."""
-    # SIGTERM ends like ^C: the finally clause stops the servers
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("terminated"))
+    exit_on_sigterm()     # the finally clause stops the servers
     rows = []
     try:
         for c in clusters:
@@ -446,7 +523,7 @@ def run_interleaved(clusters, runs, one_run, csv_path, fields, order=alternating
         with CsvOut(csv_path, fields) as out:
             for rep in range(1, runs + 1):
                 for pos, c in enumerate(order(active, rep), 1):
-                    print(f"run {rep}: {c.name}", flush=True)
+                    say_run(rep, c.name)
                     rows.append(one_run(c, rep, pos))
                     out.write(rows[-1:])
     finally:
@@ -483,6 +560,11 @@ def print_run(row, skip=("run", "variant")):
     print("  " + ", ".join(f"{k}={v}" for k, v in row.items() if k not in skip), flush=True)
 
 
+def say_run(rep, what, kind="run"):
+    """Say which run starts: "run 2: patched"."""
+    print(f"{kind} {rep}: {what}", flush=True)
+
+
 def table_again(table, default=None, read=None):
     """With the arguments --table [FILE.csv] (FILE: only when there is no
     'default' path): print table(rows, "(from FILE)") from that CSV, read
@@ -503,6 +585,21 @@ def pgbench_summary(out):
     return dict(tps=num(r"tps = ([\d.]+)", float),
                 transactions=num(r"number of transactions actually processed: (\d+)", int),
                 lat_ms=num(r"latency average = ([\d.]+) ms", float))
+
+
+def progress(stderr, rounded=False):
+    """{second: (tps, latency ms)} from pgbench -P 1's progress lines
+    "progress: 12.0 s, 4567.8 tps, lat 0.875 ms stddev ..." (latency NaN, in
+    a second without transactions: 0.0); the second is the line's time cut
+    to a whole number, or rounded to the nearest one."""
+    prog = {}
+    for line in stderr.splitlines():
+        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+|NaN) ms", line)
+        if m:
+            lat = float(m.group(3)) if m.group(3) != "NaN" else 0.0
+            t = float(m.group(1))
+            prog[int(round(t)) if rounded else int(t)] = (float(m.group(2)), lat)
+    return prog
 
 
 # Checkpoints from the server log.  The parsers need these settings: the
@@ -635,12 +732,66 @@ def fmt(v, d=3):
     return "-" if v is None else f"{v:.{d}f}"
 
 
+def med(rows, key):
+    """The median of 'key' over 'rows' (None values left out)."""
+    return median_of([r[key] for r in rows])
+
+
+def variants_of(rows):
+    """The variants of 'rows', in the order they first come."""
+    return list(dict.fromkeys(r["variant"] for r in rows))
+
+
+def medians(rows, variants, keys):
+    """{variant: {key: median over that variant's rows}}."""
+    return {v: {k: med([r for r in rows if r["variant"] == v], k) for k in keys}
+            for v in variants}
+
+
+def mb_s(nbytes, seconds, mb=1048576):
+    """MB/s of 'nbytes' in 'seconds' (MB = 'mb' bytes: 2^20, or 1e6 where
+    the device's MB/s are meant); None without bytes or time."""
+    return nbytes / mb / seconds if nbytes is not None and seconds and seconds > 0 else None
+
+
+def fmt_all(vals, d=3):
+    """The values, formatted (fmt) and separated by spaces."""
+    return " ".join(fmt(v, d) for v in vals)
+
+
+def per_run_text(per_run):
+    """Per-run ratios and their median: "0.985 1.091 0.979, median 0.985"."""
+    return f"{fmt_all(per_run)}, median {fmt(median_of(per_run))}"
+
+
+def ruled(heads):
+    """A table's line of column heads and a rule as long as it, as two lines."""
+    return [heads, "-" * len(heads)]
+
+
+def col_heads(cols, width):
+    """The heads of columns cols = [(key, head, decimals)], right-aligned in
+    'width' characters and separated by spaces."""
+    return " ".join(f"{h:>{width}}" for _, h, _ in cols)
+
+
+def col_cells(values, cols, width):
+    """values[key] for columns cols = [(key, head, decimals)], formatted
+    (fmt, with the column's decimals) as col_heads() aligns the heads."""
+    return " ".join(f"{fmt(values[k], d):>{width}}" for k, _, d in cols)
+
+
 def paired_ratios(rows, variant, key, same=("run",), base="upstream"):
     """key of 'variant' / key of 'base', for each row of 'variant' and the
     row of 'base' that agrees with it on the fields 'same' (the same run):
     ratios within a run, which other load on the machine hits alike."""
     return [ratio(x[key], y[key]) for x in rows if x["variant"] == variant
             for y in rows if y["variant"] == base and all(x[f] == y[f] for f in same)]
+
+
+def median_ratio(rows, variant, key, base="upstream", same=("run",)):
+    """The median of paired_ratios(): of 'variant' to 'base' within each run."""
+    return median_of(paired_ratios(rows, variant, key, same=same, base=base))
 
 
 def read_csv(path):
@@ -657,3 +808,36 @@ def read_csv(path):
         return v
     with open(path) as f:
         return [{k: conv(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+# Plots (gnuplot, PNG): a panel per variant, one above the other
+
+def have_gnuplot():
+    """Whether gnuplot is installed; says so if not."""
+    if shutil.which("gnuplot"):
+        return True
+    print("gnuplot not installed: no plots")
+    return False
+
+
+def multiplot_head(png, height, panels, title):
+    """The first lines of a gnuplot script drawing 'panels' panels, one
+    above the other, into 'png' (1400 pixels wide, 'height' high)."""
+    return [f"set terminal pngcairo noenhanced size 1400,{height} font ',9'",
+            f"set output '{png}'",
+            f"set multiplot layout {panels},1 title '{title}'"]
+
+
+def write_dat(path, rows, keys):
+    """A gnuplot data file: per row, its values of 'keys', separated by spaces."""
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(" ".join(str(r[k]) for k in keys) + "\n")
+
+
+def gnuplot(script, png):
+    """Run gnuplot on the lines 'script' of a multiplot_head() script (it
+    ends the multiplot) and say where the plot is."""
+    subprocess.run(["gnuplot"], input="\n".join(script + ["unset multiplot"]), text=True,
+                   check=True)
+    print(f"plot: {png}", flush=True)
