@@ -25,9 +25,13 @@ if ! compgen -G "$tmp/v$v-0001-*.patch" >/dev/null; then
   die "git format-patch produced no patches from $UPSTREAM_TAG..HEAD in $TREE; patches/ left as it was"
 fi
 # the cover letter: our subject and text in place of git's placeholders
-python3 - "$tmp/v$v-0000-cover-letter.patch" "$cover_src" <<'PY'
-import sys
-path, src = sys.argv[1], sys.argv[2]
+# Git's per-file diffstat of the whole series is longer than the letter
+# itself; the letter gets the total and the share of changed lines per
+# directory instead (each patch keeps its own per-file diffstat).
+dirstat=$(as_builder git -C "$TREE" diff --dirstat=lines,4 "$UPSTREAM_TAG"..HEAD)
+python3 - "$tmp/v$v-0000-cover-letter.patch" "$cover_src" "$dirstat" <<'PY'
+import re, sys
+path, src, dirstat = sys.argv[1], sys.argv[2], sys.argv[3]
 subject, _, body = open(src).read().partition("\n\n")
 text = open(path).read()
 for placeholder, value in (("*** SUBJECT HERE ***", subject.strip()),
@@ -35,6 +39,21 @@ for placeholder, value in (("*** SUBJECT HERE ***", subject.strip()),
     if text.count(placeholder) != 1:
         sys.exit("cover letter: no single %r in git's output" % placeholder)
     text = text.replace(placeholder, value)
+# the per-file diffstat: its " path | N +-" rows, up to the total line
+lines = text.splitlines(True)
+total = [i for i, l in enumerate(lines) if re.match(r" \d+ files? changed", l)]
+if len(total) != 1:
+    sys.exit("cover letter: no single diffstat total in git's output")
+first = total[0]
+while first > 0 and "|" in lines[first - 1]:
+    first -= 1
+summary = [lines[total[0]],
+           " changed lines per directory (4% or more):\n"]
+summary += [" " + l.strip() + "\n" for l in dirstat.splitlines() if l.strip()]
+lines[first:total[0] + 1] = summary
+# and the "create mode" summary: the patches carry it
+text = "".join(l for l in lines
+               if not re.match(r" (create|delete) mode \d+ ", l))
 # no date line: unchanged text comes out byte-identical
 text = "".join(l for l in text.splitlines(True) if not l.startswith("Date: "))
 open(path, "w").write(text)
