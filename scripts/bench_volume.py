@@ -66,8 +66,14 @@ Variants (BENCH_VOLUME_VARIANTS): "upstream" or "series" (or "prev": the
 build in BENCH_PREV_INSTALL, a previous version of the series), optionally with
 settings: "series:debug_io_direct=data", "upstream:backend_flush_after=
 256kB", "series:a=1,b=2".  BENCH_SETTINGS (README.md) entries for
-"upstream" or "series" apply to every variant of that build.  Runs are
-interleaved: run k runs every variant, in the listed order rotated by k - 1.
+"upstream" or "series" apply to every variant of that build.  Settings
+named vm.* are the kernel's (/proc/sys/vm; integers), set for the
+variant's runs only, e.g. "series:vm.dirty_background_bytes=33554432" (as
+root: the benchmark asks the root process through two files in
+work/bench/volume/; before every other run, and at the end, also on an
+error or ^C, the original values are back; of a pair *_bytes / *_ratio the
+one in use).  Runs are interleaved: run k runs every variant, in the
+listed order rotated by k - 1.
 Table per shared_buffers size: medians over the runs, the mean tps run by
 run; "x upstr" = median of the ratios, within a run, of the mean tps to
 upstream's (buffered), "x same" = to the upstream variant with the same
@@ -100,6 +106,16 @@ its check), volume-<date>-<sb>.png (gnuplot: per-second tps, a panel per
 variant, every run a line, run 1's checkpoints shaded).  With --table
 FILE.csv (the pgbench or the bulk CSV; WORK set): print the tables again;
 --replot FILE.csv: draw the PNGs again.
+With BENCH_VOLUME_SAMPLE=1, every measured pgbench run is also sampled
+(scripts/volume_sampler.py: kernel Dirty/Writeback, cachestat(2) of the
+relation files and WAL, pg_stat_io, wait events and kernel wait channels,
+/proc/PID/io, the device), written to volume-<date>-sample-seconds.csv (a
+row per second: run, sb, variant, t, tps and longest latency from the
+pgbench -l logs, the samples) and volume-<date>-sample-checkpoints.csv (the
+runs' checkpoint log lines); `scripts/volume_stalls.py
+volume-<date>-sample-seconds.csv [--plot]` classifies the stalls and plots
+tps beside dirty and writeback MB.  Set track_io_timing and
+track_wal_io_timing (BENCH_SETTINGS) for the *_ms columns.
 
 `make bench-volume` runs this (as root: scripts/bench.sh runs it as root, it
 sets the volume up and runs the benchmark as pgbuild).  Full size, default
@@ -119,6 +135,7 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_VOLUME_CHECKPOINT_TIMEOUT [45s]
   BENCH_VOLUME_MAX_WAL [8GB]         max_wal_size of the pgbench scenario
   BENCH_VOLUME_SB ["small"]          "small" (256MB), "large" (2GB) or both
+  BENCH_VOLUME_SAMPLE []             "1": sample every pgbench run (above)
   BENCH_VOLUME_VARIANTS ["upstream upstream:backend_flush_after=256kB
       upstream:debug_io_direct=data series series:backend_flush_after=256kB
       series:debug_io_direct=data"]
@@ -131,6 +148,7 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
       this order; UPDATE and VACUUM need the COPY's table)
 """
 
+import contextlib
 import json
 import os
 import pwd
@@ -141,9 +159,11 @@ import stat
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import benchlib
+import volume_sampler
 from benchlib import fmt, med
 
 OUT = benchlib.bench_dir("volume")
@@ -153,7 +173,7 @@ BLKIO = "/sys/fs/cgroup/blkio"
 THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
- BULK_VARIANTS, BULK_STEPS) = benchlib.settings(
+ BULK_VARIANTS, BULK_STEPS, SAMPLE) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=2, SCALE=50, CLIENTS=8, SECONDS=150, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -161,7 +181,8 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
               "series", "series:backend_flush_after=256kB", "series:debug_io_direct=data"],
     COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
-                   "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"])
+                   "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
+    SAMPLE="")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -210,6 +231,22 @@ def variant_settings(variant):
     return benchlib.variant_settings(variant, explicit=own, env_of=build_of(variant))
 
 
+def server_settings(variant):
+    """The variant's settings but the kernel's (vm.*): the server's."""
+    return {k: v for k, v in variant_settings(variant).items() if not k.startswith("vm.")}
+
+
+def kernel_settings(variant):
+    """The variant's vm.* settings (sysctls)."""
+    return {k: v for k, v in variant_settings(variant).items() if k.startswith("vm.")}
+
+
+def sysctl_variants():
+    """The variants of the selected scenarios with vm.* settings."""
+    return [v for v in (VARIANTS if "pgbench" in SCENARIOS else []) +
+            (BULK_VARIANTS if "bulk" in SCENARIOS else []) if kernel_settings(v)]
+
+
 def same_upstream(variant):
     """The upstream variant with the same settings as 'variant' ("series:X"
     -> "upstream:X"), the base of "x same"."""
@@ -225,10 +262,140 @@ def check_variants(variants, var):
             sys.exit(f"{var}: bad variant {v!r}: \"upstream\" or \"series\" (or \"prev\" "
                      f"with BENCH_PREV_INSTALL), optionally followed by "
                      f":name=value[,name=value...]")
+        for k, val in kernel_settings(v).items():
+            if not SYSCTL_NAME.fullmatch(k) or not SYSCTL_VALUE.fullmatch(val) or \
+                    not os.path.exists(sysctl_path(k)):
+                sys.exit(f"{var}: variant {v!r}: {k}={val}: not a setting of /proc/sys/vm "
+                         f"with an integer value")
 
 
 def is_direct(variant):
     return "debug_io_direct" in variant_settings(variant)
+
+
+# ---------------------------------------------------------------- vm.* settings of a variant
+
+# The benchmark (the build user) asks the root process for the vm.* settings
+# of a run before it starts the server (SYSCTL_REQUEST: "name=value;..."),
+# and for the original values after it has stopped it ("restore"); the root
+# process (sysctl_agent, a thread) answers in SYSCTL_DONE.
+SYSCTL_REQUEST = os.path.join(OUT, "sysctl-request")
+SYSCTL_DONE = os.path.join(OUT, "sysctl-done")
+SYSCTL_NAME = re.compile(r"vm\.[a-z0-9_]+")
+SYSCTL_VALUE = re.compile(r"\d+")
+sysctl_last = "restore"     # the benchmark's last request
+
+
+def sysctl_path(name):
+    return "/proc/sys/" + name.replace(".", "/")
+
+
+def sysctl_twin(name):
+    """The other of a pair vm.X_bytes / vm.X_ratio (the kernel sets one to 0
+    when the other is written), or None."""
+    for a, b in (("_bytes", "_ratio"), ("_ratio", "_bytes")):
+        if name.endswith(a) and os.path.exists(sysctl_path(name[:-len(a)] + b)):
+            return name[:-len(a)] + b
+    return None
+
+
+def write_sysctl(name, value):
+    with open(sysctl_path(name), "w") as f:
+        f.write(value)
+
+
+def restore_sysctls(orig, say=False):
+    """Write back the values 'orig' ({name: value}) of sysctl_agent; of a
+    pair *_bytes / *_ratio the one that was in use (not 0)."""
+    done = set()
+    for k, v in orig.items():
+        if k in done:
+            continue
+        twin = sysctl_twin(k)
+        if twin in orig:
+            done.add(twin)
+            if v == "0" and orig[twin] != "0":
+                k, v = twin, orig[twin]
+        write_sysctl(k, v)
+        done.add(k)
+        if say:
+            print(f"sysctl {k} = {v} (restored)", flush=True)
+
+
+def start_sysctl_agent():
+    """Root side: start sysctl_agent (a thread), after removing what an
+    interrupted run left; returns the event that stops it, and the thread."""
+    for p in (SYSCTL_REQUEST, SYSCTL_DONE):
+        if os.path.exists(p):
+            os.remove(p)
+    stop = threading.Event()
+    agent = threading.Thread(target=sysctl_agent, args=(stop,))
+    agent.start()
+    return stop, agent
+
+
+def sysctl_agent(stop):
+    """Root side, until 'stop' is set: apply the benchmark's requests, each
+    after restoring the values the one before changed, and answer (the
+    request, or "error: REQUEST: what failed"); restore at the end."""
+    orig = {}
+    try:
+        while not stop.is_set():
+            if os.path.exists(SYSCTL_REQUEST):
+                with open(SYSCTL_REQUEST) as f:
+                    req = f.read()
+                os.remove(SYSCTL_REQUEST)
+                answer = req
+                try:
+                    restore_sysctls(orig)
+                    orig = {}
+                    for kv in ([] if req == "restore" else req.split(";")):
+                        k, _, v = kv.partition("=")
+                        if not SYSCTL_NAME.fullmatch(k) or not SYSCTL_VALUE.fullmatch(v):
+                            raise ValueError(f"not a vm.* setting: {kv!r}")
+                        for name in (k, sysctl_twin(k)):
+                            if name and name not in orig:
+                                with open(sysctl_path(name)) as f:
+                                    orig[name] = f.read().strip()
+                        write_sysctl(k, v)
+                except (OSError, ValueError) as e:
+                    answer = f"error: {req}: {e}"
+                with open(SYSCTL_DONE + ".tmp", "w") as f:
+                    f.write(answer)
+                os.rename(SYSCTL_DONE + ".tmp", SYSCTL_DONE)
+            stop.wait(0.1)
+    finally:
+        try:
+            restore_sysctls(orig, say=True)
+        except OSError as e:
+            print(f"restoring the vm.* settings failed: {e}", file=sys.stderr, flush=True)
+        for p in (SYSCTL_REQUEST, SYSCTL_DONE):
+            if os.path.exists(p):
+                os.remove(p)
+
+
+def set_sysctls(settings):
+    """Benchmark side: ask for the vm.* 'settings' ({}: the original values)
+    and wait for the answer."""
+    global sysctl_last
+    req = ";".join(f"{k}={v}" for k, v in sorted(settings.items())) or "restore"
+    if req == sysctl_last:
+        return
+    with open(SYSCTL_REQUEST + ".tmp", "w") as f:
+        f.write(req)
+    os.rename(SYSCTL_REQUEST + ".tmp", SYSCTL_REQUEST)
+    for _ in range(300):
+        time.sleep(0.1)
+        if os.path.exists(SYSCTL_DONE):
+            with open(SYSCTL_DONE) as f:
+                answer = f.read()
+            if answer == req:
+                sysctl_last = req
+                print(f"  sysctl: {req}", flush=True)
+                return
+            if answer.startswith(f"error: {req}:"):
+                sys.exit(f"sysctl {answer}")
+    sys.exit(f"sysctl {req}: no answer from the root process in 30 s")
 
 
 # ---------------------------------------------------------------- the volume (as root)
@@ -572,6 +739,8 @@ def main_volume():
     """As invoked: set up the volume, check it, run the benchmark on it (as
     the build user), tear it down."""
     vol = Volume()
+    if sysctl_variants() and os.geteuid() != 0:
+        sys.exit(f"the vm.* settings of {' '.join(sysctl_variants())} need root")
     vol.prerequisites()
     rc = 1
     benchlib.exit_on_sigterm()     # the finally clause tears down
@@ -584,7 +753,15 @@ def main_volume():
             vol.throttle()
         print(f"checking {vol.path}" + (", throttled" if vol.limits else ""), flush=True)
         desc = vol.describe(before, volume_check(vol.path))
-        rc = vol.run_bench(desc)
+        if sysctl_variants():
+            stop, agent = start_sysctl_agent()
+            try:
+                rc = vol.run_bench(desc)
+            finally:
+                stop.set()
+                agent.join()
+        else:
+            rc = vol.run_bench(desc)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr, flush=True)
         rc = 130
@@ -676,9 +853,14 @@ def load_pgbench(clusters):
         print(f"  {time.monotonic() - t:.0f} s", flush=True)
 
 
-def pgbench_run(c, variant, sb, rep):
-    """One measured pgbench run: (summary row, per-second rows)."""
-    c.start(dict(variant_settings(variant), shared_buffers=SB_SIZES[sb]))
+def pgbench_run(c, variant, sb, rep, sample_out=None):
+    """One measured pgbench run: (summary row, per-second rows); with
+    sample_out (CsvOuts of the sample seconds and checkpoints,
+    BENCH_VOLUME_SAMPLE), sampled."""
+    if sysctl_variants():
+        set_sysctls(kernel_settings(variant))
+    c.start(dict(server_settings(variant), shared_buffers=SB_SIZES[sb]))
+    sampler = samples = None
     try:
         c.psql("TRUNCATE pgbench_history")
         c.psql("VACUUM pgbench_accounts, pgbench_branches, pgbench_tellers")
@@ -692,11 +874,13 @@ def pgbench_run(c, variant, sb, rep):
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
         c.psql("SELECT pg_stat_reset_shared('io')")
+        sampler = volume_sampler.Sampler(c, MM) if sample_out else None
         dev0, cpu = dev_stats(MM), benchlib.CpuShares(c)
         t0 = time.time()
         p = c.pgbench(*PGBENCH, "-T", str(SECONDS), "-P", "1", "-l",
                       "--log-prefix", os.path.join(logdir, "tx"))
         t1 = time.time()
+        samples = sampler.stop() if sampler else None
         dev = dev_delta(dev0, dev_stats(MM))
         shares = cpu.shares(t1 - t0)
         # the statistics of the checkpointer and the bgwriter reach pg_stat_io within a second
@@ -706,7 +890,15 @@ def pgbench_run(c, variant, sb, rep):
         # is still running (not complete) at t1
         ckpts = benchlib.checkpoints(c.log, offset, t0, t1)
     finally:
+        if sampler and samples is None:
+            sampler.stop()      # pgbench failed
         c.stop()
+        if sysctl_variants():
+            set_sysctls({})
+    if sample_out:
+        ids = dict(run=rep, sb=sb, variant=variant)
+        sample_out[0].write(volume_sampler.seconds_rows(samples, logdir, t0, **ids))
+        sample_out[1].write(volume_sampler.checkpoint_rows(c.log, offset, t0, **ids))
     prog = benchlib.progress(p.stderr, rounded=True)
     secs = []
     for s in range(1, SECONDS + 1):
@@ -748,12 +940,20 @@ def pgbench_scenario(clusters, stem, header):
     load_pgbench([clusters[b] for b in builds])
     rows, seconds = [], []
     with benchlib.CsvOut(stem + ".csv", FIELDS) as out, \
-            benchlib.CsvOut(stem + "-seconds.csv", SECOND_FIELDS) as sout:
+            benchlib.CsvOut(stem + "-seconds.csv", SECOND_FIELDS) as sout, \
+            contextlib.ExitStack() as stack:
+        sample_out = None
+        if SAMPLE == "1":
+            sample_out = (stack.enter_context(benchlib.CsvOut(
+                              stem + "-sample-seconds.csv", volume_sampler.SECOND_FIELDS)),
+                          stack.enter_context(benchlib.CsvOut(
+                              stem + "-sample-checkpoints.csv",
+                              volume_sampler.CHECKPOINT_FIELDS)))
         for sb in SBS:
             for rep in range(1, RUNS + 1):
                 for v in benchlib.rotated(VARIANTS, rep):
                     benchlib.say_run(rep, f"{v}, shared_buffers {sb} ({SB_SIZES[sb]})")
-                    row, secs = pgbench_run(clusters[build_of(v)], v, sb, rep)
+                    row, secs = pgbench_run(clusters[build_of(v)], v, sb, rep, sample_out)
                     rows.append(row)
                     seconds += secs
                     out.write([row])
@@ -811,7 +1011,9 @@ def others_io(c):
 
 
 def bulk_run(c, variant, rep, copy_file):
-    c.start(dict(variant_settings(variant), shared_buffers=BULK_SHARED_BUFFERS,
+    if sysctl_variants():
+        set_sysctls(kernel_settings(variant))
+    c.start(dict(server_settings(variant), shared_buffers=BULK_SHARED_BUFFERS,
                  max_wal_size=BULK_MAX_WAL))
     try:
         c.psql("DROP TABLE IF EXISTS t")
@@ -851,6 +1053,8 @@ def bulk_run(c, variant, rep, copy_file):
         c.psql("CHECKPOINT")
     finally:
         c.stop()
+        if sysctl_variants():
+            set_sysctls({})
     benchlib.print_run(row)
     return row
 
@@ -1145,7 +1349,9 @@ def main_run(path, mm, desc):
         for c in clusters.values():
             c.stop_if_running()
         shutil.rmtree(os.path.join(OUT, "txlog"), ignore_errors=True)
-    outputs = [p for p in (stem + "-seconds.csv", stem + "-bulk.csv") if os.path.exists(p)]
+    outputs = [p for p in (stem + "-seconds.csv", stem + "-bulk.csv",
+                           stem + "-sample-seconds.csv", stem + "-sample-checkpoints.csv")
+               if os.path.exists(p)]
     benchlib.report("\n".join(texts) + ("\nalso: " + ", ".join(outputs) if outputs else ""),
                     start, stem + ".csv" if "pgbench" in SCENARIOS else stem + "-bulk.csv",
                     stem + ".txt")
@@ -1164,6 +1370,8 @@ def main():
     check_variants(BULK_VARIANTS, "BENCH_VOLUME_BULK_VARIANTS")
     if RUNS < 1:
         sys.exit("BENCH_VOLUME_RUNS: at least 1")
+    if SAMPLE not in ("", "0", "1"):
+        sys.exit(f"BENCH_VOLUME_SAMPLE: {SAMPLE!r}: \"1\" (sample) or unset")
     if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:
         try:
             main_run(*sys.argv[2:])

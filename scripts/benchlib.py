@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks (bench_immediate.py, bench_append.py,
 bench_flush.py, bench_cleanup.py, bench_spread.py, bench_walpeak.py,
-bench_volume.py): the
+bench_volume.py, with volume_sampler.py and volume_stalls.py): the
 settings from the environment (BENCH_*, listed in README.md, section
 Benchmarking), where the installations and the results are and which
 ports the clusters use, a PostgreSQL cluster (initdb, pg_ctl, psql and
@@ -10,7 +10,9 @@ transaction latencies from pgbench -l logs and per-second progress from
 pgbench -P, the settings of a variant, background samplers, gnuplot plots,
 and the statistics and formatting helpers of the tables."""
 
+import bisect
 import csv
+import gzip
 import os
 import re
 import resource
@@ -196,16 +198,25 @@ def machine():
     return f"{os.cpu_count()} cores, {os.uname().release}"
 
 
-def mem_total_mb():
-    """MemTotal of /proc/meminfo in MB, or None if not readable."""
+def meminfo_kb(*keys):
+    """{key: kB} of the lines 'keys' of /proc/meminfo ("Dirty", ...); keys
+    not found (or the file not readable) are left out."""
+    res = {}
     try:
         with open("/proc/meminfo") as f:
             for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) // 1024
+                k, _, v = line.partition(":")
+                if k in keys:
+                    res[k] = int(v.split()[0])
     except (OSError, ValueError, IndexError):
         pass
-    return None
+    return res
+
+
+def mem_total_mb():
+    """MemTotal of /proc/meminfo in MB, or None if not readable."""
+    kb = meminfo_kb("MemTotal").get("MemTotal")
+    return None if kb is None else kb // 1024
 
 
 def settings_conf(*variants, var="BENCH_SETTINGS"):
@@ -687,23 +698,41 @@ def write_phase_test(ckpts, kinds=("wal",)):
     return lambda ts: any(s <= ts < e for s, e in phases)
 
 
-def tx_latencies(logdir, in_write):
-    """Transaction latencies (ms) of the pgbench -l logs in 'logdir', split by
-    whether the transaction started in a write phase (in_write(epoch)):
-    {script number: (in write phases, outside)}.  Log lines are
+def tx_records(logdir):
+    """(script number, end epoch, latency us) of every transaction of the
+    pgbench -l logs in 'logdir', whose lines are
     "client tx time_us script epoch us [...]"."""
-    res = {}
     for fn in os.listdir(logdir):
         with open(os.path.join(logdir, fn)) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) < 6:
                     continue
-                lat_us = int(parts[2])
-                end = int(parts[4]) + int(parts[5]) / 1e6
-                pair = res.setdefault(int(parts[3]), ([], []))
-                (pair[0] if in_write(end - lat_us / 1e6) else pair[1]).append(lat_us / 1000)
+                yield int(parts[3]), int(parts[4]) + int(parts[5]) / 1e6, int(parts[2])
+
+
+def tx_latencies(logdir, in_write):
+    """Transaction latencies (ms) of the pgbench -l logs in 'logdir', split by
+    whether the transaction started in a write phase (in_write(epoch)):
+    {script number: (in write phases, outside)}."""
+    res = {}
+    for script, end, lat_us in tx_records(logdir):
+        pair = res.setdefault(script, ([], []))
+        (pair[0] if in_write(end - lat_us / 1e6) else pair[1]).append(lat_us / 1000)
     return res
+
+
+def tx_ends(logdir):
+    """[(end epoch, latency ms)] of the transactions of the pgbench -l logs
+    in 'logdir', sorted by end (for tx_in)."""
+    return sorted((end, lat_us / 1000) for _, end, lat_us in tx_records(logdir))
+
+
+def tx_in(txs, a, b):
+    """(transactions per second, longest latency ms) of the transactions of
+    'txs' (tx_ends) that ended in [a, b) (epochs)."""
+    i, j = bisect.bisect_left(txs, (a,)), bisect.bisect_left(txs, (b,))
+    return (j - i) / (b - a), max((x[1] for x in txs[i:j]), default=0.0)
 
 
 # Statistics and formatting for the tables
@@ -806,8 +835,14 @@ def read_csv(path):
             except ValueError:
                 pass
         return v
-    with open(path) as f:
+    with open_text(path) as f:
         return [{k: conv(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def open_text(path):
+    """A text file opened for reading; gunzipped on the fly if it ends in .gz
+    (the per-second CSVs in bench-results/)."""
+    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
 
 
 # Plots (gnuplot, PNG): a panel per variant, one above the other

@@ -1,0 +1,357 @@
+#!/usr/bin/python3
+"""Why pgbench stalls on the throttled volume: the samples of
+`BENCH_VOLUME_SAMPLE=1 make bench-volume` (scripts/bench_volume.py,
+scripts/volume_sampler.py) run by run.
+
+usage: volume_stalls.py [--variant V]... [--excerpts N] [--per S]
+                        [--plot [--png FILE.png]] SAMPLES
+
+SAMPLES is a volume-<date>-sample-seconds.csv (or .csv.gz, as in
+bench-results/), or a directory holding one; the checkpoint lines are read
+from the file of the same name with "checkpoints" for "seconds" (gzipped or
+not).  Per run (of the variants named with --variant, default all): mean
+and median tps, stall seconds (tps below 1/10 of the run's median, as
+bench_volume.py counts them), longest latency; what pg_stat_io says each
+process type wrote per S seconds (--per, default 45: checkpoint_timeout),
+and for what share of those blocks it requested writeback
+(sync_file_range: the *_flush_after settings); the checkpoints (start,
+write and sync times, sync files); per checkpoint cycle the writes and
+writebacks per process type, WAL MB, the largest Dirty and Writeback, stall
+seconds; the stall episodes, the first N (--excerpts, default 3) second by
+second (ph: W write phase, w between write and sync, S sync phase; tps,
+longest latency, Dirty and Writeback MB (machine), dirty and writeback MB
+of pgbench_accounts (accD, accWb), its pkey (pkD), WAL (walD, walWb), the
+device's MB/s and IOPS, writes of backends, bgwriter, checkpointer,
+writebacks, WAL fsyncs and fsync ms; then the backends' wait events, the
+checkpointer's and the backends' kernel wait channels).  At the end every
+run's stall seconds by cause: "sync" = in a checkpoint's sync phase or the
+second after it, "flush" = else, when the kernel had >= 20 MB of relation
+files under writeback in that second or the 2 before (its flusher writing
+out what was dirtied 30 s ago, dirty_expire_centisecs), "other"; with the
+dirty MB of pgbench_accounts just before each flush stall.  (With the
+defaults, the output is that of the *-analysis.txt files in bench-results/
+plus the "written per" lines.)
+--plot draws a PNG (--png FILE.png; default: the SAMPLES file's name with
+"tps-dirty.png" for "seconds.csv[.gz]", next to it; gnuplot): a panel per
+run, tps per second (left axis) beside Dirty (machine; cut off above the
+relation files' peak) and the relation files' dirty and writeback MB (right
+axis), checkpoint write phases grey, sync phases red.
+"""
+
+import argparse
+import csv
+import glob
+import os
+import re
+import statistics
+import sys
+import tempfile
+
+import benchlib
+
+STALL = 0.1     # as bench_volume.py: a second below this share of the run's median tps
+TYPES = (("be", "backends"), ("bgw", "bgwriter"), ("ckpt", "checkpointer"))
+
+
+def f(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def sample_file(path):
+    """SAMPLES: the file, or the one *-seconds.csv[.gz] with samples in a directory."""
+    if not os.path.isdir(path):
+        return path
+    found = []
+    for p in sorted(glob.glob(os.path.join(path, "*seconds.csv*"))):
+        with benchlib.open_text(p) as fh:
+            if "dirty_kb" in next(csv.reader(fh), []):
+                found.append(p)
+    if len(found) != 1:
+        sys.exit(f"{path}: {len(found)} per-second sample files (*seconds.csv with a dirty_kb "
+                 f"column) in it; name one")
+    return found[0]
+
+
+def read(path):
+    """(per-second rows, checkpoint rows), as strings."""
+    head, tail = os.path.split(path)
+    ckpath = os.path.join(head, tail.replace("seconds", "checkpoints"))
+    if ckpath != path and not os.path.exists(ckpath):
+        # one of the two gzipped, the other not
+        ckpath = ckpath[:-3] if ckpath.endswith(".gz") else ckpath + ".gz"
+    if ckpath == path or not os.path.exists(ckpath):
+        sys.exit(f"{path}: no checkpoint file (its name with \"checkpoints\" for "
+                 f"\"seconds\", .gz or not) beside it")
+    with benchlib.open_text(path) as fh:
+        secs = list(csv.DictReader(fh))
+    with benchlib.open_text(ckpath) as fh:
+        cks = list(csv.DictReader(fh))
+    return secs, cks
+
+
+def key(r):
+    """A run: (shared_buffers, variant, run); CSVs before the sb column: ""."""
+    return r.get("sb") or "", r["variant"], r["run"]
+
+
+def ckpts_of(cks, k):
+    res, cur = [], None
+    for r in cks:
+        if key(r) != k:
+            continue
+        t, line = float(r["t"]), r["line"]
+        if line.startswith("checkpoint starting"):
+            cur = dict(start=t, kind=line.split(": ", 1)[1])
+        elif cur:
+            m = re.search(r"wrote (\d+) buffers.*write=([\d.]+) s, sync=([\d.]+) s, "
+                          r"total=([\d.]+) s; sync files=(\d+), longest=([\d.]+) s, "
+                          r"average=([\d.]+) s; distance=(\d+) kB", line)
+            if m:
+                cur.update(end=t, buffers=int(m.group(1)), write=float(m.group(2)),
+                           sync=float(m.group(3)), total=float(m.group(4)),
+                           files=int(m.group(5)), longest=float(m.group(6)),
+                           dist_mb=int(m.group(8)) / 1024)
+                cur["write_end"] = cur["start"] + cur["write"]
+                cur["sync_start"] = cur["end"] - cur["sync"]
+                res.append(cur)
+            cur = None
+    if cur:
+        res.append(dict(cur, end=None))
+    return res
+
+
+def phase(t, ck):
+    for k in ck:
+        if k.get("end") is None:
+            if t >= k["start"]:
+                return "W"
+            continue
+        if k["start"] <= t - 0.5 < k["write_end"]:
+            return "W"
+        if k["write_end"] <= t - 0.5 < k["end"]:
+            return "S" if t - 0.5 >= k["sync_start"] else "w"   # w: between write and sync
+    return "."
+
+
+COLS = [("t", "t", 0), ("ph", None, 0), ("tps", "tps", 1), ("maxlat", "lat_max_ms", 1),
+        ("DirtyMB", "dirty_kb", 1 / 1024), ("WbMB", "writeback_kb", 1 / 1024),
+        ("accD", "cs_acc_dirty_mb", 1), ("accWb", "cs_acc_wb_mb", 1),
+        ("pkD", "cs_pkey_dirty_mb", 1), ("walD", "cs_wal_dirty_mb", 1),
+        ("walWb", "cs_wal_wb_mb", 1), ("devMB", "dev_w_mb_s", 1), ("IOPS", "dev_w_iops", 1),
+        ("beW", "be_writes", 1), ("bgW", "bgw_writes", 1), ("ckW", "ckpt_writes", 1),
+        ("ckWb", "ckpt_writebacks", 1), ("bgWb", "bgw_writebacks", 1),
+        ("walFs", "be_wal_fsyncs", 1), ("wwFs", "walw_wal_fsyncs", 1),
+        ("walFsMs", "be_wal_fsync_ms", 1)]
+MB_COLS = ("accD", "accWb", "pkD", "walD", "walWb")
+
+
+def excerpt(rows, ck, i0, i1):
+    out = ["  " + " ".join(f"{c[0]:>7}" for c in COLS) + "  backend waits | ckpt kernel"]
+    for r in rows[max(0, i0):i1]:
+        vals = []
+        for name, col, mul in COLS:
+            if col is None:
+                vals.append(f"{phase(f(r['t']), ck):>7}")
+            elif name == "t":
+                vals.append(f"{f(r['t']):7.0f}")
+            elif name in MB_COLS:
+                vals.append(f"{f(r[col]):7.1f}")
+            else:
+                vals.append(f"{f(r[col]) * mul:7.0f}")
+        out.append("  " + " ".join(vals) + "  " + r["be_wait"][:110] + " | " +
+                   r["ckpt_kern"][:40] + " | " + r["be_kern"][:90])
+    return "\n".join(out)
+
+
+def title(k):
+    sb, v, run = k
+    return f"{v} run {run}" + (f", shared_buffers {sb}" if sb else "")
+
+
+def written(rows, per):
+    """What each process type wrote (pg_stat_io) per 'per' seconds, and the
+    share of those blocks whose writeback it requested."""
+    parts = []
+    for t, name in TYPES:
+        mb = sum(f(r[f"{t}_write_bytes"]) for r in rows)
+        wb = sum(f(r[f"{t}_writebacks"]) for r in rows)
+        share = f"{100 * wb * 8192 / (mb * 1e6):.0f}%" if mb else "-"
+        parts.append(f"{name} {mb / len(rows) * per:.0f} MB (writeback requested: {share})")
+    return f"  written per {per:g} s (pg_stat_io): " + ", ".join(parts)
+
+
+def report(k, rows, ck, excerpts, per):
+    tps = [f(r["tps"]) for r in rows]
+    med = statistics.median(tps)
+    stalls = [i for i, x in enumerate(tps) if x < STALL * med]
+    print(f"\n===== {title(k)}: mean tps {statistics.mean(tps):.0f}, median {med:.0f}, "
+          f"stall seconds {len(stalls)}, max latency "
+          f"{max(f(r['lat_max_ms']) for r in rows):.0f} ms")
+    print(written(rows, per))
+    print("  checkpoints (t from pgbench start): start kind | write s, sync s (sync "
+          "start..end), files, longest s, distance MB, buffers")
+    for c in ck:
+        if c.get("end") is None:
+            print(f"   {c['start']:6.1f} {c['kind']:<10} (running at the end)")
+            continue
+        print(f"   {c['start']:6.1f} {c['kind']:<10} | write {c['write']:5.1f}, sync "
+              f"{c['sync']:5.2f} ({c['sync_start']:6.1f}..{c['end']:6.1f}), files "
+              f"{c['files']:3d}, longest {c['longest']:5.2f}, dist {c['dist_mb']:5.0f}, "
+              f"bufs {c['buffers']}")
+    print("  per cycle [start, next start): writes/writebacks by type (8kB blocks), WAL "
+          "MB, max Dirty/Writeback MB, stall s")
+    bounds = [c["start"] for c in ck] + [1e9]
+    for a, b in zip(bounds, bounds[1:]):
+        rs = [r for r in rows if a <= f(r["t"]) - 0.5 < b]
+        if not rs:
+            continue
+
+        def s(col):
+            return sum(f(r[col]) for r in rs)
+        st = sum(1 for r in rs if f(r["tps"]) < STALL * med)
+        print(f"   {a:6.1f}-{min(b, f(rows[-1]['t'])):6.1f}: be w {s('be_writes'):6.0f} "
+              f"wb {s('be_writebacks'):5.0f} | bgw w {s('bgw_writes'):6.0f} wb "
+              f"{s('bgw_writebacks'):5.0f} | ckpt w {s('ckpt_writes'):6.0f} wb "
+              f"{s('ckpt_writebacks'):5.0f} fsync {s('ckpt_fsyncs'):4.0f} | WAL "
+              f"{s('be_wal_write_bytes') + s('walw_wal_write_bytes'):5.0f} MB | "
+              f"maxDirty {max(f(r['dirty_kb']) for r in rs) / 1024:5.0f} maxWb "
+              f"{max(f(r['writeback_kb']) for r in rs) / 1024:5.0f} | stall {st}")
+    eps = []
+    for i in stalls:
+        if eps and i - eps[-1][1] <= 2:
+            eps[-1][1] = i
+        else:
+            eps.append([i, i])
+    print("  stall episodes (t): " + ", ".join(
+        f"{f(rows[a]['t']):.0f}-{f(rows[b]['t']):.0f}" for a, b in eps))
+    for a, b in eps[:excerpts]:
+        print(f"  --- stall {f(rows[a]['t']):.0f}-{f(rows[b]['t']):.0f}")
+        print(excerpt(rows, ck, a - 8, b + 3))
+
+
+def classify(k, rows, ck):
+    """The run's stall seconds by cause (sync, flush, other) and the dirty MB
+    of pgbench_accounts just before each flush stall."""
+    med = statistics.median(f(r["tps"]) for r in rows)
+    c = {"sync": 0, "flush": 0, "other": 0}
+    pre = []
+    for i, r in enumerate(rows):
+        if f(r["tps"]) >= STALL * med:
+            continue
+        t = f(r["t"])
+        if any(x.get("end") and x["sync_start"] - 0.5 <= t - 0.5 <= x["end"] + 1.0 for x in ck):
+            c["sync"] += 1
+        elif any(f(x["cs_acc_wb_mb"]) + f(x["cs_pkey_wb_mb"]) + f(x["cs_rel_wb_mb"]) >= 20
+                 for x in rows[max(0, i - 2):i + 1]):
+            c["flush"] += 1
+            if i >= 1 and f(rows[i - 1]["tps"]) >= STALL * med:
+                j = max(0, i - 3)
+                pre.append(max(f(x["cs_acc_dirty_mb"]) for x in rows[j:i + 1]))
+        else:
+            c["other"] += 1
+    sb, v, run = k
+    print(f"  {v + (' ' + sb if sb else ''):<50} run {run}: {c}  pre-flush acc dirty MB: "
+          f"{[round(x) for x in pre]}")
+
+
+def plot(png, runs, secs_of, ck_of):
+    if not benchlib.have_gnuplot():
+        return
+    rel = ("acc", "pkey", "rel")
+    top = max(f(r["tps"]) for k in runs for r in secs_of[k]) * 1.1 or 1
+    # the right axis fits the relation files (the machine's Dirty may be cut off)
+    top2 = max(max(sum(f(r[f"cs_{c}_dirty_mb"]) for c in rel),
+                   sum(f(r[f"cs_{c}_wb_mb"]) for c in rel))
+               for k in runs for r in secs_of[k]) * 1.1 or 100
+    xmax = max(f(r["t"]) for k in runs for r in secs_of[k])
+    script = benchlib.multiplot_head(
+        png, 260 * len(runs) + 60, len(runs),
+        "pgbench tps per second (left) and page cache MB (right); grey: checkpoint write "
+        "phase, red: sync phase")
+    script += ["set ylabel 'tps'", "set y2label 'MB'", "set ytics nomirror", "set y2tics",
+               "set xlabel 's since pgbench start'", "set key top right horizontal",
+               f"set yrange [0:{top:.0f}]", f"set y2range [0:{top2:.0f}]",
+               f"set xrange [0:{xmax:.0f}]"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, k in enumerate(runs):
+            rows = secs_of[k]
+            dat = os.path.join(tmp, f"run{n}.dat")
+            benchlib.write_dat(dat, [dict(t=f(r["t"]), tps=f(r["tps"]),
+                                          dirty=round(f(r["dirty_kb"]) / 1024, 1),
+                                          reld=round(sum(f(r[f"cs_{c}_dirty_mb"])
+                                                         for c in rel), 1),
+                                          relwb=round(sum(f(r[f"cs_{c}_wb_mb"])
+                                                          for c in rel), 1))
+                                     for r in rows], ("t", "tps", "dirty", "reld", "relwb"))
+            script.append("unset object")
+            for i, c in enumerate(ck_of[k]):
+                end = c.get("end")
+                shades = [(c["start"], c["write_end"] if end else xmax, "#e0e0e0")]
+                if end:
+                    shades.append((c["sync_start"], end, "#f4b0b0"))
+                for j, (a, b, color) in enumerate(shades):
+                    script.append(f"set object {2 * i + j + 1} rect from first {a}, graph 0 "
+                                  f"to first {b}, graph 1 behind fc rgb '{color}' "
+                                  f"fs solid 1.0 noborder")
+            tps = [f(r["tps"]) for r in rows]
+            med = statistics.median(tps)
+            script.append(f"set title '{title(k)}: mean tps {statistics.mean(tps):.0f}, stall s "
+                          f"{sum(1 for x in tps if x < STALL * med)}, max latency "
+                          f"{max(f(r['lat_max_ms']) for r in rows):.0f} ms'")
+            ts = ["tps", "Dirty MB (/proc/meminfo, machine)",
+                  "relation files dirty MB (cachestat)",
+                  "relation files writeback MB (cachestat)"]
+            ts = [f"title '{x}'" if n == 0 else "notitle" for x in ts]
+            script.append(
+                f"plot '{dat}' using 1:2 axes x1y1 with lines lw 1 lc rgb 'blue' {ts[0]}, "
+                f"'' using 1:3 axes x1y2 with lines dt 3 lc rgb 'gray50' {ts[1]}, "
+                f"'' using 1:4 axes x1y2 with lines lw 1 lc rgb 'dark-orange' {ts[2]}, "
+                f"'' using 1:5 axes x1y2 with lines lw 1 lc rgb 'dark-green' {ts[3]}")
+        benchlib.gnuplot(script, png)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 2)[2],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("samples", help="volume-<date>-sample-seconds.csv[.gz], or its directory")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="only this variant (repeatable; default: all)")
+    ap.add_argument("--excerpts", type=int, default=3, metavar="N",
+                    help="stall episodes shown second by second per run (default 3)")
+    ap.add_argument("--per", type=float, default=45, metavar="S",
+                    help="pg_stat_io writes per S seconds (default 45)")
+    ap.add_argument("--plot", action="store_true", help="draw the plot (gnuplot)")
+    ap.add_argument("--png", metavar="FILE.png",
+                    help="the plot's file (default: next to SAMPLES, *tps-dirty.png)")
+    args = ap.parse_args()
+    path = sample_file(args.samples)
+    secs, cks = read(path)
+    order = {x: i for i, x in enumerate(dict.fromkeys(r.get("sb") or "" for r in secs))}
+    order.update({x: i for i, x in enumerate(dict.fromkeys(r["variant"] for r in secs))})
+    runs = sorted(dict.fromkeys(key(r) for r in secs),
+                  key=lambda k: (order[k[0]], order[k[1]], int(k[2])))
+    unknown = [v for v in args.variant if v not in {k[1] for k in runs}]
+    if unknown:
+        sys.exit(f"no variant {unknown} in {path}")
+    if args.variant:
+        runs = [k for k in runs if k[1] in args.variant]
+    secs_of = {k: [r for r in secs if key(r) == k] for k in runs}
+    ck_of = {k: ckpts_of(cks, k) for k in runs}
+    for k in runs:
+        report(k, secs_of[k], ck_of[k], args.excerpts, args.per)
+    print("\nstall seconds by cause (sync phase / kernel expiry writeback / other); "
+          "acc dirty MB just before each flush-stall")
+    for k in runs:
+        classify(k, secs_of[k], ck_of[k])
+    if args.plot:
+        png = args.png or re.sub(r"seconds\.csv(\.gz)?$", "tps-dirty.png", path)
+        if png == path:
+            sys.exit(f"{path}: not a *seconds.csv[.gz]; give the plot's file name")
+        plot(png, runs, secs_of, ck_of)
+
+
+if __name__ == "__main__":
+    main()
