@@ -86,6 +86,16 @@ with its stalls); series:max_wal_size=512MB (checkpoints started by WAL)
 >= 1.05 x upstream:max_wal_size=512MB; series:debug_io_direct=data >=
 upstream's, no stall second.
 
+Scenario "probe" (not in the default): no server, only the device.  fio
+writes 8 kB blocks at random offsets of a 1 GiB file, direct, one at a time
+(psync), at a steady BENCH_VOLUME_PROBE_IOPS (half the cloud profile's
+IOPS), for BENCH_VOLUME_PROBE_SECONDS, logging the writes completed and the
+longest write of every second.  A "dip" is a second in which fewer than a
+tenth of the rate completed: the device paused with nothing else queued.
+Whether the seconds a pgbench run stalls, or its longest transactions,
+coincide with the device's own pauses is then a matter of how often those
+occur on their own.
+
 Scenario "bulk": shared_buffers BENCH_VOLUME_BULK_SHARED_BUFFERS, max_wal_size
 BENCH_VOLUME_BULK_MAX_WAL; input: a text file of BENCH_VOLUME_COPY_GB GiB
 (rows "id, 0, 100 x's"), made once under work/bench/volume/ (not
@@ -150,6 +160,8 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
       series:debug_io_direct=data"]
   BENCH_VOLUME_BULK_STEPS ["copy update vacuum"]   the statements run (in
       this order; UPDATE and VACUUM need the COPY's table)
+  BENCH_VOLUME_PROBE_IOPS [1500]     rate of the probe's writes
+  BENCH_VOLUME_PROBE_SECONDS [900]   length of the probe
 """
 
 import contextlib
@@ -177,7 +189,7 @@ BLKIO = "/sys/fs/cgroup/blkio"
 THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
- BULK_VARIANTS, BULK_STEPS, SAMPLE) = benchlib.settings(
+ BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -186,6 +198,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
+    PROBE_IOPS=1500, PROBE_SECONDS=900,
     SAMPLE="")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
@@ -1328,6 +1341,45 @@ def again():
 MM = None       # the volume's device (MAJ:MIN), for its blkio statistics
 
 
+def probe_scenario(stem, path):
+    """The device alone: steady 8 kB direct writes (fio), its pauses."""
+    if not shutil.which("fio"):
+        sys.exit("the probe needs fio (apt-get install fio)")
+    log = stem + "-probe"
+    print(f"probe: fio, 8 kB random direct writes at QD1, {PROBE_IOPS} IOPS, "
+          f"{PROBE_SECONDS} s", flush=True)
+    subprocess.run(["fio", "--name=probe", f"--directory={path}", "--rw=randwrite",
+                    "--bs=8k", "--direct=1", "--ioengine=psync", "--size=1G",
+                    "--time_based", f"--runtime={PROBE_SECONDS}",
+                    f"--rate_iops={PROBE_IOPS}", f"--write_iops_log={log}",
+                    f"--write_lat_log={log}", "--log_avg_msec=1000", "--log_max_value=1",
+                    "--output=/dev/null"], check=True)
+
+    def series(suffix):
+        with open(f"{log}_{suffix}.1.log") as f:
+            return [int(line.split(",")[1]) for line in f if line.strip()]
+    iops = series("iops")
+    clat_ms = [v / 1e6 for v in series("clat")]
+    for suffix in ("iops", "clat", "lat", "slat"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"{log}_{suffix}.1.log")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(path, "probe.0.0"))
+    with open(log + ".csv", "w") as f:
+        f.write("second,writes,max_write_ms\n")
+        for i, (n, ms) in enumerate(zip(iops, clat_ms), 1):
+            f.write(f"{i},{n},{ms:.1f}\n")
+    dips = [i for i, n in enumerate(iops, 1) if n < PROBE_IOPS * STALL]
+    slow = [i for i, ms in enumerate(clat_ms, 1) if ms >= 500]
+    return (f"\ndevice probe (no server): fio 8 kB random direct writes, QD1, "
+            f"{PROBE_IOPS} IOPS, {len(iops)} s: median {fmt(med(iops), 0)} writes/s, "
+            f"min {min(iops) if iops else 0}; dips (seconds below {PROBE_IOPS * STALL:g} "
+            f"writes) {len(dips)}" + (f" at s {' '.join(map(str, dips[:20]))}" if dips else "") +
+            f"; seconds with a write of 500 ms or more {len(slow)}" +
+            (f" at s {' '.join(map(str, slow[:20]))}" if slow else "") +
+            f"; longest write {max(clat_ms) if clat_ms else 0:.0f} ms; per second: {log}.csv")
+
+
 def main_run(path, mm, desc):
     """The benchmark on the volume at 'path' (as the build user)."""
     global MM
@@ -1360,6 +1412,8 @@ def main_run(path, mm, desc):
             texts.append(pgbench_scenario(clusters, stem, None))
         if "bulk" in SCENARIOS:
             texts.append(bulk_scenario(clusters, stem, None, path))
+        if "probe" in SCENARIOS:
+            texts.append(probe_scenario(stem, path))
     finally:
         for c in clusters.values():
             c.stop_if_running()
@@ -1368,16 +1422,18 @@ def main_run(path, mm, desc):
                            stem + "-sample-seconds.csv", stem + "-sample-checkpoints.csv")
                if os.path.exists(p)]
     benchlib.report("\n".join(texts) + ("\nalso: " + ", ".join(outputs) if outputs else ""),
-                    start, stem + ".csv" if "pgbench" in SCENARIOS else stem + "-bulk.csv",
+                    start, stem + (".csv" if "pgbench" in SCENARIOS else
+                                   "-bulk.csv" if "bulk" in SCENARIOS else "-probe.csv"),
                     stem + ".txt")
 
 
 def main():
     if again():
         return
-    unknown = [s for s in SCENARIOS if s not in ("pgbench", "bulk")]
+    unknown = [s for s in SCENARIOS if s not in ("pgbench", "bulk", "probe")]
     if unknown or not SCENARIOS:
-        sys.exit(f"BENCH_VOLUME_SCENARIOS: {' '.join(SCENARIOS)}: \"pgbench\", \"bulk\" or both")
+        sys.exit(f"BENCH_VOLUME_SCENARIOS: {' '.join(SCENARIOS)}: \"pgbench\", \"bulk\", "
+                 "\"probe\" or several")
     bad_sb = [s for s in SBS if s not in SB_SIZES]
     if bad_sb:
         sys.exit(f"BENCH_VOLUME_SB: unknown {bad_sb}: \"small\", \"large\" or both")
