@@ -198,8 +198,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
-    PROBE_IOPS=1500, PROBE_SECONDS=900,
-    SAMPLE="")
+    SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900)
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -1372,7 +1371,7 @@ def probe_scenario(stem, path):
     dips = [i for i, n in enumerate(iops, 1) if n < PROBE_IOPS * STALL]
     slow = [i for i, ms in enumerate(clat_ms, 1) if ms >= 500]
     return (f"\ndevice probe (no server): fio 8 kB random direct writes, QD1, "
-            f"{PROBE_IOPS} IOPS, {len(iops)} s: median {fmt(med(iops), 0)} writes/s, "
+            f"{PROBE_IOPS} IOPS, {len(iops)} s: median {statistics.median(iops):.0f} writes/s, "
             f"min {min(iops) if iops else 0}; dips (seconds below {PROBE_IOPS * STALL:g} "
             f"writes) {len(dips)}" + (f" at s {' '.join(map(str, dips[:20]))}" if dips else "") +
             f"; seconds with a write of 500 ms or more {len(slow)}" +
@@ -1397,9 +1396,9 @@ def main_run(path, mm, desc):
         parts.append(f"bulk: COPY of {COPY_GB:g} GiB, shared_buffers {BULK_SHARED_BUFFERS}, "
                      f"max_wal_size {BULK_MAX_WAL}")
     header = (f"volume benchmark, unpatched 18.6 (upstream) vs the series; {desc}\n" +
-              "; ".join(parts) + f"; {RUNS} run(s) interleaved; autovacuum off (VACUUM before "
-              f"each pgbench run), data checksums on; machine: {benchlib.machine()}, "
-              f"{benchlib.mem_total_mb()} MB RAM")
+              ("; ".join(parts) + f"; {RUNS} run(s) interleaved; autovacuum off (VACUUM "
+               "before each pgbench run), data checksums on; " if parts else "") +
+              f"machine: {benchlib.machine()}, {benchlib.mem_total_mb()} MB RAM")
     print(header, flush=True)
     start = time.monotonic()
     benchlib.exit_on_sigterm()
