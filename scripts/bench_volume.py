@@ -160,8 +160,13 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
       series:debug_io_direct=data"]
   BENCH_VOLUME_BULK_STEPS ["copy update vacuum"]   the statements run (in
       this order; UPDATE and VACUUM need the COPY's table)
-  BENCH_VOLUME_PROBE_IOPS [1500]     rate of the probe's writes
+  BENCH_VOLUME_PROBE_IOPS [1500]     rate of the probe's writes (0: as fast as
+      the device takes them, i.e. at its limit)
   BENCH_VOLUME_PROBE_SECONDS [900]   length of the probe
+  BENCH_VOLUME_PROBE_BS [8k]         size of the probe's writes
+  BENCH_VOLUME_PROBE_DEPTH [1]       writes in flight (libaio above 1)
+  BENCH_VOLUME_PROBE_FSYNC [0]       fsync after every N writes (0: never), as
+      WAL's flushes do (a flush of the loop device is an fsync of its image)
 """
 
 import contextlib
@@ -189,7 +194,8 @@ BLKIO = "/sys/fs/cgroup/blkio"
 THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
- BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS) = benchlib.settings(
+ BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS, PROBE_BS,
+ PROBE_DEPTH, PROBE_FSYNC) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -198,7 +204,8 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     COPY_GB=2.0, BULK_SHARED_BUFFERS="128MB", BULK_MAX_WAL="2GB",
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
-    SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900)
+    SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900, PROBE_BS="8k", PROBE_DEPTH=1,
+    PROBE_FSYNC=0)
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -1345,12 +1352,19 @@ def probe_scenario(stem, path):
     if not shutil.which("fio"):
         sys.exit("the probe needs fio (apt-get install fio)")
     log = stem + "-probe"
-    print(f"probe: fio, 8 kB random direct writes at QD1, {PROBE_IOPS} IOPS, "
-          f"{PROBE_SECONDS} s", flush=True)
+    what = (f"fio {PROBE_BS} random direct writes, QD{PROBE_DEPTH}, " +
+            (f"{PROBE_IOPS} IOPS" if PROBE_IOPS > 0 else "unlimited (the device's limit)") +
+            (f", fsync every {PROBE_FSYNC} writes" if PROBE_FSYNC > 0 else ""))
+    print(f"probe: {what}, {PROBE_SECONDS} s", flush=True)
+    engine = (["--ioengine=psync"] if PROBE_DEPTH <= 1 else
+              ["--ioengine=libaio", f"--iodepth={PROBE_DEPTH}"])
+    rate = [f"--rate_iops={PROBE_IOPS}"] if PROBE_IOPS > 0 else []
+    if PROBE_FSYNC > 0:
+        rate.append(f"--fsync={PROBE_FSYNC}")
     subprocess.run(["fio", "--name=probe", f"--directory={path}", "--rw=randwrite",
-                    "--bs=8k", "--direct=1", "--ioengine=psync", "--size=1G",
-                    "--time_based", f"--runtime={PROBE_SECONDS}",
-                    f"--rate_iops={PROBE_IOPS}", f"--write_iops_log={log}",
+                    f"--bs={PROBE_BS}", "--direct=1", "--size=1G", "--time_based",
+                    f"--runtime={PROBE_SECONDS}"] + engine + rate +
+                   [f"--write_iops_log={log}",
                     f"--write_lat_log={log}", "--log_avg_msec=1000", "--log_max_value=1",
                     "--output=/dev/null"], check=True)
 
@@ -1368,11 +1382,12 @@ def probe_scenario(stem, path):
         f.write("second,writes,max_write_ms\n")
         for i, (n, ms) in enumerate(zip(iops, clat_ms), 1):
             f.write(f"{i},{n},{ms:.1f}\n")
-    dips = [i for i, n in enumerate(iops, 1) if n < PROBE_IOPS * STALL]
+    expected = PROBE_IOPS if PROBE_IOPS > 0 else statistics.median(iops)
+    dips = [i for i, n in enumerate(iops, 1) if n < expected * STALL]
     slow = [i for i, ms in enumerate(clat_ms, 1) if ms >= 500]
-    return (f"\ndevice probe (no server): fio 8 kB random direct writes, QD1, "
-            f"{PROBE_IOPS} IOPS, {len(iops)} s: median {statistics.median(iops):.0f} writes/s, "
-            f"min {min(iops) if iops else 0}; dips (seconds below {PROBE_IOPS * STALL:g} "
+    return (f"\ndevice probe (no server): {what}, "
+            f"{len(iops)} s: median {statistics.median(iops):.0f} writes/s, "
+            f"min {min(iops) if iops else 0}; dips (seconds below {expected * STALL:g} "
             f"writes) {len(dips)}" + (f" at s {' '.join(map(str, dips[:20]))}" if dips else "") +
             f"; seconds with a write of 500 ms or more {len(slow)}" +
             (f" at s {' '.join(map(str, slow[:20]))}" if slow else "") +
