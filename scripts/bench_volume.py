@@ -138,7 +138,13 @@ settings: about 2.5 hours.  Environment (defaults in brackets; BENCH_BUILD,
 BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_VOLUME_SCENARIOS ["pgbench bulk"]
   BENCH_VOLUME_PROFILE [cloud]       cloud, small, IOPS:MBPS or none
-  BENCH_VOLUME_IMAGE_GB [12]         size of the sparse image (GiB)
+  BENCH_VOLUME_IMAGE_GB [12]         size of the image (GiB)
+  BENCH_VOLUME_IMAGE [sparse]        "sparse" (truncate) or "written": zeros
+      written through the whole image first (direct I/O; mkfs then without
+      discards, which would punch the holes again), so that the disk below
+      allocates nothing while the benchmark runs (a sparse image allocates
+      where the volume first writes: new WAL segments, relation extensions;
+      a cloud volume has no such step)
   BENCH_VOLUME_DIR []                run on this directory instead
   BENCH_VOLUME_DEVICE []             mkfs + mount this device instead
   BENCH_VOLUME_DEVICE_OK []          "yes": BENCH_VOLUME_DEVICE may be wiped
@@ -195,7 +201,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
  BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS, PROBE_BS,
- PROBE_DEPTH, PROBE_FSYNC) = benchlib.settings(
+ PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -205,7 +211,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
     SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900, PROBE_BS="8k", PROBE_DEPTH=1,
-    PROBE_FSYNC=0)
+    PROBE_FSYNC=0, IMAGE="sparse")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -636,12 +642,21 @@ class Volume:
         if self.kind == "loop":
             with open(IMAGE, "w") as f:
                 f.truncate(IMAGE_GB * (1 << 30))
+            if IMAGE_KIND == "written":
+                t = time.monotonic()
+                run_cmd("dd", "if=/dev/zero", f"of={IMAGE}", "bs=16M", f"count={IMAGE_GB * 64}",
+                        "oflag=direct", "conv=notrunc,fsync", "status=none")
+                print(f"image written with zeros in {time.monotonic() - t:.0f} s", flush=True)
             self.dev = run_cmd("losetup", "--direct-io=on", "--find", "--show", IMAGE)
-            print(f"loop device {self.dev} on {IMAGE} ({IMAGE_GB} GB, sparse)", flush=True)
+            print(f"loop device {self.dev} on {IMAGE} ({IMAGE_GB} GB, {IMAGE_KIND})", flush=True)
         else:
             self.dev = DEVICE
         self.mm = devno(self.dev)
-        run_cmd("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0",
+        # mkfs discards the whole device by default, and a loop device passes
+        # discards on as holes punched in its image: a written image would
+        # be sparse again
+        run_cmd("mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0" +
+                (",nodiscard" if self.kind == "loop" and IMAGE_KIND == "written" else ""),
                 self.dev)
         os.makedirs(MNT, exist_ok=True)
         run_cmd("mount", self.dev, MNT)
@@ -669,7 +684,7 @@ class Volume:
             what = f"{self.dev} ({self.mm}), ext4, not throttled"
         else:
             what = (f"loop device {self.dev} ({self.mm}) with direct I/O on a {IMAGE_GB} GB "
-                    f"sparse image on the work disk, ext4, ")
+                    f"{IMAGE_KIND} image on the work disk, ext4, ")
             what += (f"throttled to {self.limits[0]} IOPS and {self.limits[1]} MB/s, reads and "
                      f"writes (root blkio cgroup; profile {PROFILE})" if self.limits
                      else "not throttled (profile none)")
@@ -905,7 +920,9 @@ def pgbench_run(c, variant, sb, rep, sample_out=None):
         shutil.rmtree(logdir, ignore_errors=True)
         os.makedirs(logdir)
         c.psql("SELECT pg_stat_reset_shared('io')")
-        sampler = volume_sampler.Sampler(c, MM) if sample_out else None
+        sampler = (volume_sampler.Sampler(c, MM, *([devno(IMAGE), IMAGE] if
+                                                    os.path.exists(IMAGE) else []))
+                   if sample_out else None)
         dev0, cpu = dev_stats(MM), benchlib.CpuShares(c)
         t0 = time.time()
         p = c.pgbench(*PGBENCH, "-T", str(SECONDS), "-P", "1", "-l",
@@ -1457,6 +1474,8 @@ def main():
         sys.exit("BENCH_VOLUME_RUNS: at least 1")
     if SAMPLE not in ("", "0", "1"):
         sys.exit(f"BENCH_VOLUME_SAMPLE: {SAMPLE!r}: \"1\" (sample) or unset")
+    if IMAGE_KIND not in ("sparse", "written"):
+        sys.exit(f"BENCH_VOLUME_IMAGE: {IMAGE_KIND!r}: \"sparse\" or \"written\"")
     if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:
         try:
             main_run(*sys.argv[2:])

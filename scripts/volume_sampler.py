@@ -3,8 +3,9 @@
 server's processes do second by second, to tell why tps stalls
 (scripts/volume_stalls.py analyses and plots them).
 
-Sampler(c, mm) samples the running server of cluster c (a benchlib.Cluster)
-and the device mm ("MAJ:MIN", or None) from its creation until stop(), which
+Sampler(c, mm, host, image) samples the running server of cluster c (a benchlib.Cluster)
+and the device mm ("MAJ:MIN", or None; for a loop device host is the disk
+that holds its image file, image) from its creation until stop(), which
 returns the rows, one per second (the columns FIELDS):
 - 5 times a second (wait columns; "name=n": on average n processes of the
   type per sample): the wait event (pg_stat_activity; "CPU" when active
@@ -14,7 +15,14 @@ returns the rows, one per second (the columns FIELDS):
   the bgwriter (bgw_*) and the walwriter (walw_*);
 - every second: /proc/meminfo Dirty and Writeback (kB, the whole machine),
   /proc/vmstat nr_dirtied and nr_written (MB/s), the device's writes
-  (/sys/dev/block/MM/stat: MB/s, IOPS, flushes, requests in flight);
+  (/sys/dev/block/MM/stat: MB/s, IOPS, flushes, requests in flight); for a
+  loop device, the same of the disk that holds its image (host_*: the
+  writes the loop device passes on, with the file system's own) and the
+  MB of the image file that are allocated on that disk (img_alloc_mb: a
+  sparse image grows where the volume first writes); the CPU time the
+  hypervisor gave to others (steal_ms, /proc/stat, all CPUs) and the
+  longest gap between two of the 5-a-second samples (tick_gap_ms: 200
+  when nothing held the sampler up; more when the whole machine paused);
   per process type (be, bgw, ckpt, walw) the pg_stat_io deltas of object
   relation (writes, writebacks = blocks whose writeback was requested,
   fsyncs, write_bytes in MB, write/fsync/writeback ms with track_io_timing)
@@ -49,7 +57,8 @@ IO_COLS = (("relation", ("writes", "writebacks", "fsyncs", "write_ms", "fsync_ms
 WAIT_GROUPS = ("be_wait", "be_kern", "be_both", "ckpt_wait", "ckpt_kern", "bgw_wait",
                "bgw_kern", "walw_wait", "walw_kern")
 FIELDS = (["ts", "dirty_kb", "writeback_kb", "dirtied_mb_s", "written_mb_s", "dev_w_mb_s",
-           "dev_w_iops", "dev_flushes", "dev_inflight"] +
+           "dev_w_iops", "dev_flushes", "dev_inflight", "host_w_mb_s", "host_w_iops",
+           "host_inflight", "img_alloc_mb", "steal_ms", "tick_gap_ms"] +
           [f"{t}_{'wal_' if obj == 'wal' else ''}{col}" for t in TYPES.values()
            for obj, cols in IO_COLS + (("", ("dirtied_mb",)),) for col in cols if col] +
           [f"cs_{k}_{s}_mb" for k in CATS for s in ("dirty", "wb")] + list(WAIT_GROUPS))
@@ -95,6 +104,12 @@ def vmstat():
             if k in ("nr_dirtied", "nr_written"):
                 res[k] = int(v)
     return res
+
+
+def steal_ticks():
+    """CPU steal time of all CPUs so far (/proc/stat, USER_HZ ticks)."""
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8])
 
 
 def devstat(mm):
@@ -174,8 +189,9 @@ ACT_SQL = ("SELECT pid, backend_type, coalesce(application_name,''), coalesce(st
 
 
 class Sampler(benchlib.Sampler):
-    def __init__(self, c, mm, tick=0.2):
+    def __init__(self, c, mm, host=None, image=None, tick=0.2):
         self.c, self.mm, self.tick = c, mm, tick
+        self.host, self.image = host, image
         self.files, self.err = None, None
         super().__init__()
 
@@ -210,7 +226,12 @@ class Sampler(benchlib.Sampler):
     def _slow(self, s, pids):
         """The once-a-second counters."""
         snap = dict(ts=time.time(), mem=benchlib.meminfo_kb("Dirty", "Writeback"), vm=vmstat(),
-                    dev=devstat(self.mm))
+                    dev=devstat(self.mm), host=devstat(self.host), steal=steal_ticks())
+        if self.image:
+            try:
+                snap["img"] = os.stat(self.image).st_blocks * 512
+            except OSError:
+                pass
         io = {}
         for line in s.query(IO_SQL):
             bt, obj, *v = line.split("|")
@@ -236,8 +257,10 @@ class Sampler(benchlib.Sampler):
             s = Session(self.c)
             self.files = self._files(s)
             prev, waits, n_act, next_slow = None, collections.Counter(), 0, time.time()
+            last, gap = time.monotonic(), 0.0
             while not self.stop_ev.is_set():
                 t = time.time()
+                gap, last = max(gap, time.monotonic() - last), time.monotonic()
                 pids = {}
                 for line in s.query(ACT_SQL):
                     pid, bt, app, state, wt, we = line.split("|")
@@ -255,10 +278,10 @@ class Sampler(benchlib.Sampler):
                 n_act += 1
                 if t >= next_slow:
                     cur = self._slow(s, pids)
-                    cur["waits"], cur["nsamp"] = waits, n_act
+                    cur["waits"], cur["nsamp"], cur["gap"] = waits, n_act, gap
                     if prev is not None:
                         self.samples.append(row(prev, cur))
-                    prev, waits, n_act = cur, collections.Counter(), 0
+                    prev, waits, n_act, gap = cur, collections.Counter(), 0, 0.0
                     next_slow += 1.0
                 self.stop_ev.wait(max(0.0, self.tick - (time.time() - t)))
             s.close()
@@ -280,6 +303,14 @@ def row(a, b):
         r["dev_w_iops"] = round((b["dev"]["w_ios"] - a["dev"]["w_ios"]) / dt)
         r["dev_flushes"] = b["dev"]["flush"] - a["dev"]["flush"]
         r["dev_inflight"] = b["dev"]["inflight"]
+    if a["host"] and b["host"]:
+        r["host_w_mb_s"] = round((b["host"]["w_sect"] - a["host"]["w_sect"]) * 512 / 1e6 / dt, 1)
+        r["host_w_iops"] = round((b["host"]["w_ios"] - a["host"]["w_ios"]) / dt)
+        r["host_inflight"] = b["host"]["inflight"]
+    if "img" in b:
+        r["img_alloc_mb"] = round(b["img"] / 1e6, 1)
+    r["steal_ms"] = round((b["steal"] - a["steal"]) * 1000 / os.sysconf("SC_CLK_TCK") / dt)
+    r["tick_gap_ms"] = round(b["gap"] * 1000)
     for t in TYPES.values():
         for obj, cols in IO_COLS:
             va, vb = a["io"].get((t, obj)), b["io"].get((t, obj))

@@ -257,6 +257,39 @@ def classify(k, rows, ck):
           f"{[round(x) for x in pre]}")
 
 
+def dips(k, rows):
+    """The run's device dips (seconds in which the volume wrote less than a
+    tenth of its median IOPS) and slow seconds (a transaction of 500 ms or
+    more), each with what the disk below the loop device did and how much
+    the image grew (sampled runs with host_* columns only), and, where
+    sampled, the CPU steal and the sampler's longest tick gap of the second
+    (a machine that pauses delays every process, the sampler too)."""
+    iops = [f(r["dev_w_iops"]) for r in rows]
+    med = statistics.median(iops) if iops else 0
+    alloc = [f(r.get("img_alloc_mb")) for r in rows]
+    grew = [0.0] + [max(0.0, b - a) for a, b in zip(alloc, alloc[1:])]
+    sel = [i for i, r in enumerate(rows)
+           if iops[i] < STALL * med or f(r["lat_max_ms"]) >= 500]
+    sb, v, run = k
+    print(f"  {v + (' ' + sb if sb else ''):<50} run {run}: image grew "
+          f"{sum(grew):.0f} MB in {sum(1 for g in grew if g > 0)} s; dips "
+          f"{sum(1 for x in iops if x < STALL * med)}, slow seconds "
+          f"{sum(1 for r in rows if f(r['lat_max_ms']) >= 500)}" +
+          (f"; steal {sum(f(r['steal_ms']) for r in rows) / 1000:.1f} s, seconds with a tick "
+           f"gap >= 400 ms {sum(1 for r in rows if f(r['tick_gap_ms']) >= 400)}"
+           if "tick_gap_ms" in rows[0] else ""))
+    for i in sel:
+        r = rows[i]
+        near = sum(grew[max(0, i - 2):i + 1])
+        print(f"    t {f(r['t']):5.0f} tps {f(r['tps']):6.0f} lat {f(r['lat_max_ms']):6.0f} | "
+              f"volume {iops[i]:5.0f} IOPS, in flight {r['dev_inflight']:>3} | disk below "
+              f"{r.get('host_w_iops', ''):>5} IOPS, in flight {r.get('host_inflight', ''):>3} "
+              f"| image grew {near:5.1f} MB (this s and 2 before) | ckpt {r['ckpt_kern']} | "
+              f"bgw {r['bgw_kern']}" +
+              (f" | steal {f(r['steal_ms']):4.0f} ms, tick gap {f(r['tick_gap_ms']):4.0f} ms"
+               if "tick_gap_ms" in r else ""))
+
+
 def plot(png, runs, secs_of, ck_of):
     if not benchlib.have_gnuplot():
         return
@@ -346,6 +379,11 @@ def main():
           "acc dirty MB just before each flush-stall")
     for k in runs:
         classify(k, secs_of[k], ck_of[k])
+    if any("host_w_iops" in secs_of[k][0] for k in runs):
+        print("\ndevice dips (volume IOPS below 1/10 of the run's median) and slow seconds "
+              "(a transaction >= 500 ms)")
+        for k in runs:
+            dips(k, secs_of[k])
     if args.plot:
         png = args.png or re.sub(r"seconds\.csv(\.gz)?$", "tps-dirty.png", path)
         if png == path:
