@@ -145,6 +145,9 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
       allocates nothing while the benchmark runs (a sparse image allocates
       where the volume first writes: new WAL segments, relation extensions;
       a cloud volume has no such step)
+  BENCH_VOLUME_WBT []                the volume's writeback throttling target
+      (queue/wbt_lat_usec, microseconds; 0: off; empty: the kernel's
+      default, which the header of the tables reports)
   BENCH_VOLUME_DIR []                run on this directory instead
   BENCH_VOLUME_DEVICE []             mkfs + mount this device instead
   BENCH_VOLUME_DEVICE_OK []          "yes": BENCH_VOLUME_DEVICE may be wiped
@@ -201,7 +204,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
  BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS, PROBE_BS,
- PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND) = benchlib.settings(
+ PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND, WBT) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -211,7 +214,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
     SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900, PROBE_BS="8k", PROBE_DEPTH=1,
-    PROBE_FSYNC=0, IMAGE="sparse")
+    PROBE_FSYNC=0, IMAGE="sparse", WBT="")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -555,6 +558,7 @@ class Volume:
         self.limits = limits() if self.kind == "loop" else None
         self.path = os.path.abspath(DIR) if DIR else MNT
         self.dev, self.mm, self.is_mounted, self.throttled = None, None, False, False
+        self.wbt_saved = None
         self.child = None
 
     def prerequisites(self):
@@ -652,6 +656,7 @@ class Volume:
         else:
             self.dev = DEVICE
         self.mm = devno(self.dev)
+        self.set_wbt()
         # mkfs discards the whole device by default, and a loop device passes
         # discards on as holes punched in its image: a written image would
         # be sparse again
@@ -662,6 +667,38 @@ class Volume:
         run_cmd("mount", self.dev, MNT)
         self.is_mounted = True
         os.chown(MNT, pw.pw_uid, pw.pw_gid)
+
+    def wbt_file(self):
+        """The device's queue/wbt_lat_usec (a partition's: its disk's)."""
+        if not self.dev:
+            return None
+        sysdir = os.path.realpath(f"/sys/class/block/{os.path.basename(self.dev)}")
+        for d in (sysdir, os.path.dirname(sysdir)):
+            if os.path.exists(f"{d}/queue/wbt_lat_usec"):
+                return f"{d}/queue/wbt_lat_usec"
+        return None
+
+    def set_wbt(self):
+        """BENCH_VOLUME_WBT: block-layer writeback throttling of the volume
+        (the kernel holds buffered writeback back when it sees the device's
+        read and sync-write latency above the target)."""
+        path = self.wbt_file()
+        if WBT == "" or path is None:
+            return
+        with open(path) as f:
+            self.wbt_saved = f.read().strip()
+        with open(path, "w") as f:
+            f.write(f"{WBT}\n")
+        print(f"{path}: {self.wbt_saved} -> {WBT} (BENCH_VOLUME_WBT)", flush=True)
+
+    def wbt_desc(self):
+        path = self.wbt_file()
+        if path is None:
+            return ""
+        with open(path) as f:
+            cur = f.read().strip()
+        return (f"; writeback throttling wbt_lat_usec {cur} "
+                f"({'BENCH_VOLUME_WBT' if WBT != '' else 'kernel default'})")
 
     def throttle(self):
         """Set the limits in the root blkio cgroup and join it (the
@@ -691,7 +728,8 @@ class Volume:
         chk = "; ".join(f"{k} {fmt(v, 1)} MB/s" + (f" (unthrottled {fmt(before[k], 1)})"
                                                    if before else "")
                         for k, v in after.items())
-        return f"volume: {what}; check ({'fio' if shutil.which('fio') else 'dd'}): {chk}"
+        return (f"volume: {what}{self.wbt_desc()}; "
+                f"check ({'fio' if shutil.which('fio') else 'dd'}): {chk}")
 
     def run_bench(self, desc):
         """The benchmark, as the build user when root: in a child process."""
@@ -729,11 +767,19 @@ class Volume:
             step(f"removing {MNT}", os.rmdir, MNT)
         if self.throttled:
             step("removing the limits", set_throttle, self.mm, None)
+        if self.wbt_saved is not None and self.wbt_file():
+            step(f"restoring wbt_lat_usec {self.wbt_saved}", write_file, self.wbt_file(),
+                 self.wbt_saved + "\n")
         if self.kind == "loop" and self.dev:
             step(f"detaching {self.dev}", run_cmd, "losetup", "-d", self.dev)
         if self.kind == "loop" and os.path.exists(IMAGE):
             step(f"removing {IMAGE}", os.remove, IMAGE)
         print("volume torn down", flush=True)
+
+
+def write_file(path, text):
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def set_throttle(mm, lim):
@@ -1476,6 +1522,8 @@ def main():
         sys.exit(f"BENCH_VOLUME_SAMPLE: {SAMPLE!r}: \"1\" (sample) or unset")
     if IMAGE_KIND not in ("sparse", "written"):
         sys.exit(f"BENCH_VOLUME_IMAGE: {IMAGE_KIND!r}: \"sparse\" or \"written\"")
+    if WBT != "" and not re.fullmatch(r"[0-9]{1,9}", str(WBT)):
+        sys.exit(f"BENCH_VOLUME_WBT: {WBT!r}: microseconds (0: off) or unset")
     if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:
         try:
             main_run(*sys.argv[2:])
