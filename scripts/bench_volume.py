@@ -683,8 +683,10 @@ class Volume:
         (the kernel holds buffered writeback back when it sees the device's
         read and sync-write latency above the target)."""
         path = self.wbt_file()
-        if WBT == "" or path is None:
+        if WBT == "":
             return
+        if path is None:
+            sys.exit(f"BENCH_VOLUME_WBT: {self.dev} has no queue/wbt_lat_usec")
         with open(path) as f:
             self.wbt_saved = f.read().strip()
         with open(path, "w") as f:
@@ -1524,6 +1526,8 @@ def main():
         sys.exit(f"BENCH_VOLUME_IMAGE: {IMAGE_KIND!r}: \"sparse\" or \"written\"")
     if WBT != "" and not re.fullmatch(r"[0-9]{1,9}", str(WBT)):
         sys.exit(f"BENCH_VOLUME_WBT: {WBT!r}: microseconds (0: off) or unset")
+    if WBT != "" and DIR:
+        sys.exit("BENCH_VOLUME_WBT: not with BENCH_VOLUME_DIR (no device of ours to set)")
     if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:
         try:
             main_run(*sys.argv[2:])
