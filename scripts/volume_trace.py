@@ -24,12 +24,13 @@ size.  The events, filtered to the volume's device (default 7:0, loop0):
   block:block_bio_queue             every bio queued to the device
 
 analyse prints:
-- folio sizes: the page cache's folios are large (ext4 on Linux >= 6.16:
-  up to 128 kB here), and the kernel tracks dirtiness and counts written
+- folio sizes: the page cache's folios can be large (ext4 on recent
+  kernels; up to 128 kB on this machine's Linux 6.18), and the kernel tracks dirtiness and counts written
   "pages" per folio: one dirty 8 kB block makes a 128 kB folio dirty, and
   cachestat(2) and pages_written count all 32 pages of it, while the bio
   holds only the dirty blocks.
-- per relation file (the inodes dirtied most), each writeback that is not
+- per relation file (the three inodes with writeback requests dirtied
+  most), each writeback that is not
   a writeback request (the flusher, fsync): how long it took, the pages it
   wrote (whole folios), and the folios the trace still holds dirty when it
   starts: those dirtied < 0.5 s before (writes whose writeback request is
