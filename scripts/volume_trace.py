@@ -25,13 +25,13 @@ size.  The events, filtered to the volume's device (default 7:0, loop0):
 
 analyse prints:
 - folio sizes: the page cache's folios can be large (ext4 on recent
-  kernels; up to 128 kB on this machine's Linux 6.18), and the kernel tracks dirtiness and counts written
-  "pages" per folio: one dirty 8 kB block makes a 128 kB folio dirty, and
-  cachestat(2) and pages_written count all 32 pages of it, while the bio
-  holds only the dirty blocks.
+  kernels; up to 128 kB on this machine's Linux 6.18), and the kernel
+  tracks dirtiness and counts written "pages" per folio: one dirty 8 kB
+  block makes a 128 kB folio dirty, and cachestat(2) and pages_written
+  count all 32 pages of it, while the bio holds only the dirty blocks.
 - per relation file (the three inodes with writeback requests dirtied
-  most), each writeback that is not
-  a writeback request (the flusher, fsync): how long it took, the pages it
+  most), each writeback that is not a writeback request (the flusher,
+  fsync): how long it took, the pages it
   wrote (whole folios), and the folios the trace still holds dirty when it
   starts: those dirtied < 0.5 s before (writes whose writeback request is
   still pending in the writer's batch, *_flush_after), and those whose
@@ -39,7 +39,7 @@ analyse prints:
   dirty: it was under writeback, which sync_file_range(SYNC_FILE_RANGE_
   WRITE) skips).  The trace does not see every cleaning (a folio cleaned
   otherwise stays tracked), so the pages written are the measure; the
-  tracked count is an upper bound.
+  tracked and the dropped counts are upper bounds.
 - the bios queued to the device, by kind (data writes, sync writes: WAL
   and fsyncs, cache flushes, reads) and submitter (backends, bgwriter,
   checkpointer, walwriter, kernel threads): a throttle that limits IOPS
@@ -207,6 +207,8 @@ def analyse(args):
             bios[(kind, who(comm, pid), "n")] += 1
             bios[(kind, who(comm, pid), "kB")] += sectors // 2
             continue
+        # "key value" (ext4) or "key=value" (writeback) pairs; writeback's
+        # leading "bdi 7:0:" would otherwise read as bdi = 7
         kv = dict(re.findall(r"(\w+)[ =](-?\d+)", rest.replace("bdi ", "bdi=0 ")))
         if "ino" not in kv:
             continue
