@@ -5,6 +5,8 @@ while `make bench-volume` runs, and summarize them.
 
 usage: volume_trace.py record [--dev MAJ:MIN] [--wait-pgbench S] SECONDS OUT
        volume_trace.py analyse OUT
+       volume_trace.py wbt [--dev MAJ:MIN] SECONDS OUT
+       volume_trace.py wbt-align OUT SAMPLE-SECONDS.csv
 
 record (as root; tracefs at /sys/kernel/tracing): optionally waits until a
 pgbench process runs and then S seconds more (--wait-pgbench, to skip the
@@ -44,11 +46,32 @@ analyse prints:
   and fsyncs, cache flushes, reads) and submitter (backends, bgwriter,
   checkpointer, walwriter, kernel threads): a throttle that limits IOPS
   counts each of them, empty cache flushes included.
+
+wbt (as root): records the block layer's writeback throttling (wbt) of the
+volume for SECONDS or until interrupted, in a tracefs instance of its own
+(so that it can run through a whole `make bench-volume` invocation beside
+record): wbt_step (wbt scales the depth it allows down or up), wbt_lat
+(a read took longer than wbt's target), wbt_stat and wbt_timer (each
+window).  OUT's first line holds the offset from the monotonic clock to
+the wall clock of scripts/volume_sampler.py's ts column.
+
+wbt-align prints, per variant and run of a BENCH_VOLUME_SAMPLE=1
+invocation's sample-seconds CSV: the seconds in which wbt allowed less
+than its default depth (step > 0: 8, 4, 2 or 1 requests instead of 16),
+the slow seconds (a transaction took 500 ms or more, or tps fell below a
+tenth of the run's median), how many slow seconds had wbt throttled below
+its default, and each slow second with the smallest depth wbt allowed in
+it and the device's IOPS.  A slow second outside wbt's throttling points
+elsewhere (the device, the server); one inside it points at wbt, which
+also throttles WAL's writes (fdatasync writes data with REQ_SYNC but not
+REQ_IDLE).
 """
 
 import collections
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import time
@@ -301,10 +324,99 @@ def analyse(args):
         print(f"  {'all':25s} {total / span:7.0f}/s")
 
 
-def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("record", "analyse"):
+WBT_EVENTS = ("wbt_step", "wbt_lat", "wbt_stat", "wbt_timer")
+WBT_INSTANCE = "instances/volume_trace_wbt"
+
+
+def wbt(args):
+    dev = "7:0"
+    if args and args[0] == "--dev":
+        dev = args[1]
+        args = args[2:]
+    if len(args) != 2:
         sys.exit(__doc__)
-    (record if sys.argv[1] == "record" else analyse)(sys.argv[2:])
+    seconds, out = float(args[0]), args[1]
+    inst = os.path.join(TRACEFS, WBT_INSTANCE)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)     # kill: stop, clean up
+    os.makedirs(inst, exist_ok=True)
+    try:
+        tw(f"{WBT_INSTANCE}/trace_clock", "mono")
+        tw(f"{WBT_INSTANCE}/buffer_size_kb", "16384")
+        for ev in WBT_EVENTS:
+            tw(f"{WBT_INSTANCE}/events/wbt/{ev}/filter", f'name == "{dev}"')
+            tw(f"{WBT_INSTANCE}/events/wbt/{ev}/enable", "1")
+        fd = os.open(os.path.join(inst, "trace_pipe"), os.O_RDONLY | os.O_NONBLOCK)
+        with open(out, "wb") as f:
+            f.write(f"# wall_minus_mono {time.time() - time.monotonic():.6f} dev {dev} "
+                    f"start_mono {time.monotonic():.6f}\n".encode())
+            end = time.monotonic() + seconds
+            try:
+                while time.monotonic() < end:
+                    if select.select([fd], [], [], 0.5)[0]:
+                        try:
+                            f.write(os.read(fd, 1 << 16))
+                        except BlockingIOError:
+                            pass
+            except KeyboardInterrupt:
+                pass
+            os.close(fd)
+    finally:
+        for ev in WBT_EVENTS:
+            tw(f"{WBT_INSTANCE}/events/wbt/{ev}/enable", "0")
+        os.rmdir(inst)
+    print(f"{out}: wbt of {dev}")
+
+
+def wbt_align(args):
+    import bisect
+    import csv
+    import statistics
+    if len(args) != 2:
+        sys.exit(__doc__)
+    path, seconds_csv = args
+    with open(path) as f:
+        head = f.readline().split()
+        offset, start = float(head[2]), float(head[6]) + float(head[2])
+        steps = []                  # (wall time, step, depth allowed) from then on
+        for line in f:
+            m = LINE.match(line)
+            if not m or m.group(4) != "wbt_step":
+                continue
+            st = re.search(r"step=(-?\d+).*max=(\d+)", m.group(5))
+            steps.append((float(m.group(3)) + offset, int(st.group(1)), int(st.group(2))))
+    times = [x[0] for x in steps]
+    runs = collections.defaultdict(list)
+    with open(seconds_csv) as f:
+        for r in csv.DictReader(f):
+            runs[(r["variant"], r["run"])].append(r)
+    print(f"{path}: {len(steps)} wbt steps; per variant and run: seconds in which wbt allowed "
+          "less than its default depth (throttled), slow seconds, slow and throttled")
+    for (variant, run), rows in sorted(runs.items()):
+        median = statistics.median(float(r["tps"] or 0) for r in rows)
+        throttled, slow, untraced = 0, [], 0
+        for r in rows:
+            t1 = float(r["ts"])
+            if t1 - 1.0 < start:
+                untraced += 1
+                continue
+            i, j = bisect.bisect_left(times, t1 - 1.0), bisect.bisect_right(times, t1)
+            inside = steps[max(i - 1, 0):j]     # with the step in force as the second began
+            low = min((x[2] for x in inside if x[1] > 0), default=None)
+            throttled += low is not None
+            if float(r["lat_max_ms"] or 0) >= 500 or float(r["tps"] or 0) < median / 10:
+                slow.append((r["t"], r["tps"], r["lat_max_ms"], low, r["dev_w_iops"]))
+        print(f"  {variant} run {run}: {len(rows) - untraced} s traced, throttled {throttled}, "
+              f"slow {len(slow)}, slow and throttled {sum(s[3] is not None for s in slow)}")
+        for t, tps, lat, low, iops in slow:
+            print(f"    t {float(t):5.0f}  tps {float(tps or 0):6.0f}  longest {float(lat or 0):6.0f} ms  "
+                  f"wbt depth {low if low is not None else 'default or more':>3}  device {iops} IOPS")
+
+
+def main():
+    cmds = {"record": record, "analyse": analyse, "wbt": wbt, "wbt-align": wbt_align}
+    if len(sys.argv) < 2 or sys.argv[1] not in cmds:
+        sys.exit(__doc__)
+    cmds[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":
