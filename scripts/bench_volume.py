@@ -124,7 +124,10 @@ FILE.csv (the pgbench or the bulk CSV; WORK set): print the tables again;
 With BENCH_VOLUME_SAMPLE=1, every measured pgbench run is also sampled
 (scripts/volume_sampler.py: kernel Dirty/Writeback, cachestat(2) of the
 relation files and WAL, pg_stat_io, wait events and kernel wait channels,
-/proc/PID/io, the device), written to volume-<date>-sample-seconds.csv (a
+/proc/PID/io, the device; as root on a device with writeback throttling
+also wbt's tracepoints, to volume-wbt-<date>.txt: `scripts/volume_trace.py
+wbt-align` that file with the sample-seconds CSV), written to
+volume-<date>-sample-seconds.csv (a
 row per second: run, sb, variant, t, tps and longest latency from the
 pgbench -l logs, the samples) and volume-<date>-sample-checkpoints.csv (the
 runs' checkpoint log lines); `scripts/volume_stalls.py
@@ -733,10 +736,32 @@ class Volume:
         return (f"volume: {what}{self.wbt_desc()}; "
                 f"check ({'fio' if shutil.which('fio') else 'dd'}): {chk}")
 
+    def wbt_recorder(self):
+        """With BENCH_VOLUME_SAMPLE=1, as root, on a device with writeback
+        throttling: record wbt's tracepoints through the whole benchmark
+        (scripts/volume_trace.py wbt), for `volume_trace.py wbt-align`."""
+        if SAMPLE != "1" or os.geteuid() != 0 or self.wbt_file() is None:
+            return None
+        out = benchlib.stamped_csv("volume-wbt")[:-4] + ".txt"
+        print(f"recording wbt of {self.mm} to {out}", flush=True)
+        return subprocess.Popen([sys.executable, os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "volume_trace.py"), "wbt", "--dev", self.mm,
+            "864000", out])
+
     def run_bench(self, desc):
         """The benchmark, as the build user when root: in a child process."""
         args = [sys.executable, os.path.abspath(__file__), "--run", self.path, self.mm or "",
                 desc]
+        recorder = self.wbt_recorder()
+        try:
+            return self.run_child(args)
+        finally:
+            if recorder is not None:
+                recorder.send_signal(signal.SIGINT)
+                recorder.wait(60)
+
+    def run_child(self, args):
+        """Run the benchmark's process, as the build user when root."""
         if os.geteuid() == 0:
             pw = builder_ids()
             env = dict(os.environ, HOME=pw.pw_dir, USER=pw.pw_name, LOGNAME=pw.pw_name)

@@ -337,6 +337,8 @@ def wbt(args):
         sys.exit(__doc__)
     seconds, out = float(args[0]), args[1]
     inst = os.path.join(TRACEFS, WBT_INSTANCE)
+    if not os.path.isdir(os.path.join(TRACEFS, "instances")):
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
     signal.signal(signal.SIGTERM, signal.default_int_handler)     # kill: stop, clean up
     os.makedirs(inst, exist_ok=True)
     try:
