@@ -151,6 +151,11 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_VOLUME_WBT []                the volume's writeback throttling target
       (queue/wbt_lat_usec, microseconds; 0: off; empty: the kernel's
       default, which the header of the tables reports)
+  BENCH_VOLUME_RECLAIM []            "off": stop the host kernel's proactive
+      reclaim (DAMON threads that page memory out, which evict page cache
+      idle for a minute though memory is free; the header's "machine:" says
+      if there is one) for the invocation, and start it again at the end;
+      empty: leave it as it is
   BENCH_VOLUME_DIR []                run on this directory instead
   BENCH_VOLUME_DEVICE []             mkfs + mount this device instead
   BENCH_VOLUME_DEVICE_OK []          "yes": BENCH_VOLUME_DEVICE may be wiped
@@ -207,7 +212,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
  BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS, PROBE_BS,
- PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND, WBT) = benchlib.settings(
+ PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND, WBT, RECLAIM) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -217,7 +222,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
     SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900, PROBE_BS="8k", PROBE_DEPTH=1,
-    PROBE_FSYNC=0, IMAGE="sparse", WBT="")
+    PROBE_FSYNC=0, IMAGE="sparse", WBT="", RECLAIM="")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -562,6 +567,7 @@ class Volume:
         self.path = os.path.abspath(DIR) if DIR else MNT
         self.dev, self.mm, self.is_mounted, self.throttled = None, None, False, False
         self.wbt_saved = None
+        self.damon_stopped = []
         self.child = None
 
     def prerequisites(self):
@@ -660,6 +666,11 @@ class Volume:
             self.dev = DEVICE
         self.mm = devno(self.dev)
         self.set_wbt()
+        if RECLAIM == "off":
+            for kd, _ in benchlib.damon_pageout():
+                write_file(os.path.join(kd, "state"), "off\n")
+                self.damon_stopped.append(kd)
+                print(f"{kd}: DAMON (proactive reclaim) stopped (BENCH_VOLUME_RECLAIM)", flush=True)
         # mkfs discards the whole device by default, and a loop device passes
         # discards on as holes punched in its image: a written image would
         # be sparse again
@@ -757,7 +768,7 @@ class Volume:
             return self.run_child(args)
         finally:
             if recorder is not None:
-                recorder.send_signal(signal.SIGINT)
+                recorder.terminate()        # it stops and cleans up on SIGTERM
                 recorder.wait(60)
 
     def run_child(self, args):
@@ -797,6 +808,8 @@ class Volume:
         if self.wbt_saved is not None and self.wbt_file():
             step(f"restoring wbt_lat_usec {self.wbt_saved}", write_file, self.wbt_file(),
                  self.wbt_saved + "\n")
+        for kd in self.damon_stopped:
+            step(f"starting {kd} again", write_file, os.path.join(kd, "state"), "on\n")
         if self.kind == "loop" and self.dev:
             step(f"detaching {self.dev}", run_cmd, "losetup", "-d", self.dev)
         if self.kind == "loop" and os.path.exists(IMAGE):
@@ -1551,6 +1564,10 @@ def main():
         sys.exit(f"BENCH_VOLUME_IMAGE: {IMAGE_KIND!r}: \"sparse\" or \"written\"")
     if WBT != "" and not re.fullmatch(r"[0-9]{1,9}", str(WBT)):
         sys.exit(f"BENCH_VOLUME_WBT: {WBT!r}: microseconds (0: off) or unset")
+    if RECLAIM not in ("", "off"):
+        sys.exit(f"BENCH_VOLUME_RECLAIM: {RECLAIM!r}: \"off\" or unset")
+    if RECLAIM == "off" and DIR:     # a volume of ours only (which needs root)
+        sys.exit("BENCH_VOLUME_RECLAIM=off: not with BENCH_VOLUME_DIR")
     if WBT != "" and DIR:
         sys.exit("BENCH_VOLUME_WBT: not with BENCH_VOLUME_DIR (no device of ours to set)")
     if sys.argv[1:2] == ["--run"] and len(sys.argv) == 5:

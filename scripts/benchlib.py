@@ -195,7 +195,48 @@ def build_port(script, cluster):
 
 
 def machine():
-    return f"{os.cpu_count()} cores, {os.uname().release}"
+    reclaim = proactive_reclaim()
+    return (f"{os.cpu_count()} cores, {os.uname().release}" +
+            (f", proactive reclaim: {reclaim}" if reclaim else ""))
+
+
+def proactive_reclaim():
+    """The kernel's proactive reclaim, if a DAMON scheme pages memory out:
+    some hosts run one, which evicts page cache that has been idle for a
+    while though memory is free, so that data "in the page cache" is partly
+    read back from the device, and those reads (on a throttled volume,
+    queued behind writes) are what makes the block layer's writeback
+    throttling scale down.  "" if none (or not readable)."""
+    return "; ".join(f"DAMON pages out memory idle for {age:g} s or more"
+                     for _, age in damon_pageout())
+
+
+def damon_pageout():
+    """[(kdamond directory, minimum idle seconds)] of the running DAMON
+    threads (sysfs admin interface) with a pageout scheme."""
+    base = "/sys/kernel/mm/damon/admin/kdamonds"
+
+    def rd(*path):
+        with open(os.path.join(*path)) as f:
+            return f.read().strip()
+    found = []
+    try:
+        for k in sorted(os.listdir(base)):
+            kd = os.path.join(base, k)
+            if not os.path.isdir(kd) or rd(kd, "state") != "on":
+                continue
+            for c in sorted(os.listdir(os.path.join(kd, "contexts"))):
+                ctx = os.path.join(kd, "contexts", c)
+                if not os.path.isdir(ctx):
+                    continue
+                aggr_s = int(rd(ctx, "monitoring_attrs", "intervals", "aggr_us")) / 1e6
+                for n in sorted(os.listdir(os.path.join(ctx, "schemes"))):
+                    sch = os.path.join(ctx, "schemes", n)
+                    if os.path.isdir(sch) and rd(sch, "action") == "pageout":
+                        found.append((kd, int(rd(sch, "access_pattern", "age", "min")) * aggr_s))
+    except (OSError, ValueError):
+        pass
+    return found
 
 
 def meminfo_kb(*keys):

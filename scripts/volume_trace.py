@@ -52,7 +52,8 @@ volume for SECONDS or until interrupted, in a tracefs instance of its own
 (so that it can run through a whole `make bench-volume` invocation beside
 record): wbt_step (wbt scales the depth it allows down or up), wbt_lat
 (a read took longer than wbt's target), wbt_stat and wbt_timer (each
-window).  OUT's first line holds the offset from the monotonic clock to
+window), and the volume's reads (block_bio_queue, block_rq_complete;
+wbt scales down on their latency: few, and cheap to record).  OUT's first line holds the offset from the monotonic clock to
 the wall clock of scripts/volume_sampler.py's ts column.
 
 wbt-align prints, per variant and run of a BENCH_VOLUME_SAMPLE=1
@@ -60,8 +61,10 @@ invocation's sample-seconds CSV: the seconds in which wbt allowed less
 than its default depth (step > 0: 8, 4, 2 or 1 requests instead of 16),
 the slow seconds (a transaction took 500 ms or more, or tps fell below a
 tenth of the run's median), how many slow seconds had wbt throttled below
-its default, and each slow second with the smallest depth wbt allowed in
-it and the device's IOPS.  A slow second outside wbt's throttling points
+its default, how many of the throttled seconds had a read slower than
+2 ms (wbt's default target) in them or the second before, the reads per
+second, and each slow second with the smallest depth wbt allowed in it,
+the device's IOPS and the reads of that second and the one before.  A slow second outside wbt's throttling points
 elsewhere (the device, the server); one inside it points at wbt, which
 also throttles WAL's writes (fdatasync writes data with REQ_SYNC but not
 REQ_IDLE).
@@ -325,6 +328,7 @@ def analyse(args):
 
 
 WBT_EVENTS = ("wbt_step", "wbt_lat", "wbt_stat", "wbt_timer")
+READ_EVENTS = ("block_bio_queue", "block_rq_complete")     # the reads wbt's latency is taken of
 WBT_INSTANCE = "instances/volume_trace_wbt"
 
 
@@ -336,21 +340,30 @@ def wbt(args):
     if len(args) != 2:
         sys.exit(__doc__)
     seconds, out = float(args[0]), args[1]
+    major, minor = (int(x) for x in dev.split(":"))
     inst = os.path.join(TRACEFS, WBT_INSTANCE)
     if not os.path.isdir(os.path.join(TRACEFS, "instances")):
         subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)     # kill: stop, clean up
-    os.makedirs(inst, exist_ok=True)
+    # kill or ^C: stop and clean up.  SIGINT too: a shell without job control
+    # starts background commands with SIGINT ignored, and Python keeps that.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        # Inside the try: a kill right after the mkdir must not leave the instance behind.
+        os.makedirs(inst, exist_ok=True)
         tw(f"{WBT_INSTANCE}/trace_clock", "mono")
         tw(f"{WBT_INSTANCE}/buffer_size_kb", "16384")
         for ev in WBT_EVENTS:
             tw(f"{WBT_INSTANCE}/events/wbt/{ev}/filter", f'name == "{dev}"')
             tw(f"{WBT_INSTANCE}/events/wbt/{ev}/enable", "1")
+        for ev in READ_EVENTS:
+            tw(f"{WBT_INSTANCE}/events/block/{ev}/filter",
+               f'dev == {(major << 20) | minor} && rwbs ~ "R*"')
+            tw(f"{WBT_INSTANCE}/events/block/{ev}/enable", "1")
         fd = os.open(os.path.join(inst, "trace_pipe"), os.O_RDONLY | os.O_NONBLOCK)
         with open(out, "wb") as f:
             f.write(f"# wall_minus_mono {time.time() - time.monotonic():.6f} dev {dev} "
-                    f"start_mono {time.monotonic():.6f}\n".encode())
+                    f"start_mono {time.monotonic():.6f} reads\n".encode())
             end = time.monotonic() + seconds
             try:
                 while time.monotonic() < end:
@@ -363,9 +376,12 @@ def wbt(args):
                 pass
             os.close(fd)
     finally:
-        for ev in WBT_EVENTS:
-            tw(f"{WBT_INSTANCE}/events/wbt/{ev}/enable", "0")
-        os.rmdir(inst)
+        if os.path.isdir(inst):
+            for ev in WBT_EVENTS:
+                tw(f"{WBT_INSTANCE}/events/wbt/{ev}/enable", "0")
+            for ev in READ_EVENTS:
+                tw(f"{WBT_INSTANCE}/events/block/{ev}/enable", "0")
+            os.rmdir(inst)
     print(f"{out}: wbt of {dev}")
 
 
@@ -380,22 +396,45 @@ def wbt_align(args):
         head = f.readline().split()
         offset, start = float(head[2]), float(head[6]) + float(head[2])
         steps = []                  # (wall time, step, depth allowed) from then on
+        reads = []                  # (wall time queued, ms to completion) of each read request
+        queued = {}                 # first sector -> wall time its bio was queued
+        have_reads = "reads" in head[7:]        # older files: wbt only
         for line in f:
             m = LINE.match(line)
-            if not m or m.group(4) != "wbt_step":
+            if not m:
                 continue
-            st = re.search(r"step=(-?\d+).*max=(\d+)", m.group(5))
-            steps.append((float(m.group(3)) + offset, int(st.group(1)), int(st.group(2))))
+            t = float(m.group(3)) + offset
+            if m.group(4) == "wbt_step":
+                st = re.search(r"step=(-?\d+).*max=(\d+)", m.group(5))
+                steps.append((t, int(st.group(1)), int(st.group(2))))
+            elif m.group(4) in READ_EVENTS:
+                sector = re.search(r"\s(\d+) \+ \d+", m.group(5))
+                if not sector:
+                    continue
+                if m.group(4) == "block_bio_queue":
+                    queued[sector.group(1)] = t
+                elif sector.group(1) in queued:     # a request's first bio (others merged)
+                    q = queued.pop(sector.group(1))
+                    reads.append((q, (t - q) * 1000.0))
     times = [x[0] for x in steps]
+    reads.sort()
+    rtimes = [x[0] for x in reads]
+
+    def reads_in(t0, t1):
+        return reads[bisect.bisect_left(rtimes, t0):bisect.bisect_left(rtimes, t1)]
     runs = collections.defaultdict(list)
     with open(seconds_csv) as f:
         for r in csv.DictReader(f):
             runs[(r["variant"], r["run"])].append(r)
-    print(f"{path}: {len(steps)} wbt steps; per variant and run: seconds in which wbt allowed "
-          "less than its default depth (throttled), slow seconds, slow and throttled")
+    print(f"{path}: {len(steps)} wbt steps, {len(reads)} reads; per variant and run: seconds in "
+          "which wbt allowed less than its default depth (throttled), slow seconds, slow and "
+          "throttled; the volume's reads (queued to completed) and those over 2 ms (wbt's default "
+          "target: a slow read with no other read completing in wbt's window scales it down)")
     for (variant, run), rows in sorted(runs.items()):
         median = statistics.median(float(r["tps"] or 0) for r in rows)
-        throttled, slow, untraced = 0, [], 0
+        throttled, slow, untraced, after_slow_read = 0, [], 0, 0
+        traced = [float(r["ts"]) for r in rows if float(r["ts"]) - 1.0 >= start]
+        run_reads = reads_in(min(traced) - 1.0, max(traced)) if traced else []
         for r in rows:
             t1 = float(r["ts"])
             if t1 - 1.0 < start:
@@ -405,13 +444,27 @@ def wbt_align(args):
             inside = steps[max(i - 1, 0):j]     # with the step in force as the second began
             low = min((x[2] for x in inside if x[1] > 0), default=None)
             throttled += low is not None
+            # wbt steps down at the end of a window in which a read was slow: look 1 s back
+            near = reads_in(t1 - 2.0, t1)
+            longest_read = max((x[1] for x in near), default=0.0)
+            after_slow_read += low is not None and longest_read > 2.0
             if float(r["lat_max_ms"] or 0) >= 500 or float(r["tps"] or 0) < median / 10:
-                slow.append((r["t"], r["tps"], r["lat_max_ms"], low, r["dev_w_iops"]))
-        print(f"  {variant} run {run}: {len(rows) - untraced} s traced, throttled {throttled}, "
-              f"slow {len(slow)}, slow and throttled {sum(s[3] is not None for s in slow)}")
-        for t, tps, lat, low, iops in slow:
+                slow.append((r["t"], r["tps"], r["lat_max_ms"], low, r["dev_w_iops"],
+                             len(near), longest_read))
+        span = max(len(traced), 1)
+        if have_reads:
+            reads_desc = (f" ({after_slow_read} with a read over 2 ms in it or the second before)",
+                          f"; reads {len(run_reads) / span:.0f}/s, over 2 ms "
+                          f"{sum(x[1] > 2.0 for x in run_reads) / span:.1f}/s")
+        else:
+            reads_desc = ("", "; reads not recorded")
+        print(f"  {variant} run {run}: {len(rows) - untraced} s traced, throttled {throttled}"
+              f"{reads_desc[0]}, slow {len(slow)}, slow and throttled "
+              f"{sum(s[3] is not None for s in slow)}{reads_desc[1]}")
+        for t, tps, lat, low, iops, nread, longest_read in slow:
             print(f"    t {float(t):5.0f}  tps {float(tps or 0):6.0f}  longest {float(lat or 0):6.0f} ms  "
-                  f"wbt depth {low if low is not None else 'default or more':>3}  device {iops} IOPS")
+                  f"wbt depth {low if low is not None else 'default or more':>3}  device {iops} IOPS" +
+                  (f"  reads (2 s) {nread}, longest {longest_read:.1f} ms" if have_reads else ""))
 
 
 def main():
