@@ -667,7 +667,7 @@ class Volume:
         self.mm = devno(self.dev)
         self.set_wbt()
         if RECLAIM == "off":
-            for kd, _ in benchlib.damon_pageout():
+            for kd in sorted({kd for kd, _ in benchlib.damon_pageout()}):   # a thread once
                 write_file(os.path.join(kd, "state"), "off\n")
                 self.damon_stopped.append(kd)
                 print(f"{kd}: DAMON (proactive reclaim) stopped (BENCH_VOLUME_RECLAIM)", flush=True)
