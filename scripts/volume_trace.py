@@ -53,7 +53,8 @@ volume for SECONDS or until interrupted, in a tracefs instance of its own
 record): wbt_step (wbt scales the depth it allows down or up), wbt_lat
 (a read took longer than wbt's target), wbt_stat and wbt_timer (each
 window), and the volume's reads (block_bio_queue, block_rq_complete;
-wbt scales down on their latency: few, and cheap to record).  OUT's first line holds the offset from the monotonic clock to
+wbt scales down on their latency: few, and cheap to record).  OUT's
+first line holds the offset from the monotonic clock to
 the wall clock of scripts/volume_sampler.py's ts column.
 
 wbt-align prints, per variant and run of a BENCH_VOLUME_SAMPLE=1
@@ -64,7 +65,8 @@ tenth of the run's median), how many slow seconds had wbt throttled below
 its default, how many of the throttled seconds had a read slower than
 2 ms (wbt's default target) in them or the second before, the reads per
 second, and each slow second with the smallest depth wbt allowed in it,
-the device's IOPS and the reads of that second and the one before.  A slow second outside wbt's throttling points
+the device's IOPS and the reads of that second and the one before.  A
+slow second outside wbt's throttling points
 elsewhere (the device, the server); one inside it points at wbt, which
 also throttles WAL's writes (fdatasync writes data with REQ_SYNC but not
 REQ_IDLE).
@@ -429,7 +431,7 @@ def wbt_align(args):
     print(f"{path}: {len(steps)} wbt steps, {len(reads)} reads; per variant and run: seconds in "
           "which wbt allowed less than its default depth (throttled), slow seconds, slow and "
           "throttled; the volume's reads (queued to completed) and those over 2 ms (wbt's default "
-          "target: a slow read with no other read completing in wbt's window scales it down)")
+          "target; see blk-wbt.c, latency_exceeded())")
     for (variant, run), rows in sorted(runs.items()):
         median = statistics.median(float(r["tps"] or 0) for r in rows)
         throttled, slow, untraced, after_slow_read = 0, [], 0, 0
