@@ -66,10 +66,9 @@ its default, how many of the throttled seconds had a read slower than
 2 ms (wbt's default target) in them or the second before, the reads per
 second, and each slow second with the smallest depth wbt allowed in it,
 the device's IOPS and the reads of that second and the one before.  A
-slow second outside wbt's throttling points
-elsewhere (the device, the server); one inside it points at wbt, which
-also throttles WAL's writes (fdatasync writes data with REQ_SYNC but not
-REQ_IDLE).
+slow second outside wbt's throttling points elsewhere (the device, the
+server); one inside it points at wbt, which also throttles WAL's writes
+(fdatasync writes data with REQ_SYNC but not REQ_IDLE).
 """
 
 import collections
