@@ -749,8 +749,9 @@ class Volume:
 
     def wbt_recorder(self):
         """With BENCH_VOLUME_SAMPLE=1, as root, on a device with writeback
-        throttling: record wbt's tracepoints through the whole benchmark
-        (scripts/volume_trace.py wbt), for `volume_trace.py wbt-align`."""
+        throttling: record wbt's tracepoints and the volume's reads through
+        the whole benchmark (scripts/volume_trace.py wbt), for
+        `volume_trace.py wbt-align`."""
         if SAMPLE != "1" or os.geteuid() != 0 or self.wbt_file() is None:
             return None
         out = benchlib.stamped_csv("volume-wbt")[:-4] + ".txt"
@@ -769,7 +770,14 @@ class Volume:
         finally:
             if recorder is not None:
                 recorder.terminate()        # it stops and cleans up on SIGTERM
-                recorder.wait(60)
+                try:
+                    recorder.wait(60)
+                except subprocess.TimeoutExpired:
+                    recorder.kill()
+                    recorder.wait()
+                    print("the wbt recorder did not stop: killed; remove its tracefs instance "
+                          "by hand (rmdir /sys/kernel/tracing/instances/volume_trace_wbt)",
+                          file=sys.stderr, flush=True)
 
     def run_child(self, args):
         """Run the benchmark's process, as the build user when root."""
