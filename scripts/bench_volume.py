@@ -79,12 +79,21 @@ run; "x upstr" = median of the ratios, within a run, of the mean tps to
 upstream's (buffered), "x same" = to the upstream variant with the same
 settings.  A variant without settings of its own is named "(defaults)":
 "series (defaults)" is the series as a DBA leaves postgresql.conf (with
-the run's shared_buffers, max_wal_size and checkpoint_timeout).  Targets
-(shared_buffers small), in every run no stall second and no transaction of
-0.5 s or more: series (defaults) mean tps >= 1.05 x upstream's (buffered,
-with its stalls); series:max_wal_size=512MB (checkpoints started by WAL)
->= 1.05 x upstream:max_wal_size=512MB; series:debug_io_direct=data >=
-upstream's, no stall second.
+the run's shared_buffers, max_wal_size and checkpoint_timeout).
+"Smooth without a price" (SMOOTH_TARGETS), per cadence: every buffered
+series variant against the upstream variant with the same settings
+("series" / "upstream": checkpoints by time; ":max_wal_size=512MB": by WAL),
+a line per target with the value run by run and a verdict: no stall second
+in any run; mean tps >= 1.10 x, median per-second tps >= 0.95 x and p99
+latency <= 1.05 x upstream's (medians of the within-run ratios); the
+longest transaction of every run under 500 ms.  With BENCH_VOLUME_SAMPLE=1
+below it the device: in what share of the sampled seconds it wrote at 95%
+of its IOPS limit or more, its writes per transaction, pg_stat_io's WAL
+and relation writes per transaction, and (least squares over the series'
+seconds) device writes per WAL write and per relation write; for a missed
+tps target, the device writes per transaction it would take at the
+series' IOPS.  Also: series:debug_io_direct=data >= upstream's (buffered)
+mean tps, no stall second.
 
 Scenario "probe" (not in the default): no server, only the device.  fio
 writes 8 kB blocks at random offsets of a 1 GiB file, direct, one at a time
@@ -151,6 +160,12 @@ BENCH_SETTINGS and BENCH_PORT are described in README.md):
   BENCH_VOLUME_WBT []                the volume's writeback throttling target
       (queue/wbt_lat_usec, microseconds; 0: off; empty: the kernel's
       default, which the header of the tables reports)
+  BENCH_VOLUME_WRITE_CACHE []        "off": the loop device reports no volatile
+      write cache (queue/write_cache "write through"), so the kernel sends
+      it no flush requests; empty: the kernel's default, a write-back cache,
+      where every fsync()/fdatasync() (WAL's at each commit) adds an empty
+      flush request that the IOPS limit counts like a write.  A cloud
+      volume's IOPS count data writes only: "off" models that
   BENCH_VOLUME_RECLAIM []            "off": stop the host kernel's proactive
       reclaim (DAMON threads that page memory out, which evict page cache
       idle for a minute though memory is free; the header's "machine:" says
@@ -212,7 +227,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
 (SCENARIOS, PROFILE, IMAGE_GB, DIR, DEVICE, DEVICE_OK, RUNS, SCALE, CLIENTS, SECONDS, WARMUP,
  CHECKPOINT_TIMEOUT, MAX_WAL, SBS, VARIANTS, COPY_GB, BULK_SHARED_BUFFERS, BULK_MAX_WAL,
  BULK_VARIANTS, BULK_STEPS, SAMPLE, PROBE_IOPS, PROBE_SECONDS, PROBE_BS,
- PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND, WBT, RECLAIM) = benchlib.settings(
+ PROBE_DEPTH, PROBE_FSYNC, IMAGE_KIND, WBT, RECLAIM, WRITE_CACHE) = benchlib.settings(
     "BENCH_VOLUME", SCENARIOS=["pgbench", "bulk"], PROFILE="cloud", IMAGE_GB=12, DIR="",
     DEVICE="", DEVICE_OK="", RUNS=3, SCALE=50, CLIENTS=8, SECONDS=300, WARMUP=20,
     CHECKPOINT_TIMEOUT="45s", MAX_WAL="8GB", SB=["small"],
@@ -222,7 +237,7 @@ THROTTLE_FILES = ("write_iops", "write_bps", "read_iops", "read_bps")
     BULK_VARIANTS=["upstream", "upstream:debug_io_direct=data", "series",
                    "series:debug_io_direct=data"], BULK_STEPS=["copy", "update", "vacuum"],
     SAMPLE="", PROBE_IOPS=1500, PROBE_SECONDS=900, PROBE_BS="8k", PROBE_DEPTH=1,
-    PROBE_FSYNC=0, IMAGE="sparse", WBT="", RECLAIM="")
+    PROBE_FSYNC=0, IMAGE="sparse", WBT="", RECLAIM="", WRITE_CACHE="")
 PROFILES = {"cloud": (3000, 125), "small": (1000, 60)}
 SB_SIZES = {"small": "256MB", "large": "2GB"}
 BUILDS = {"upstream": "inst-upstream", "series": "inst-release"}
@@ -250,10 +265,22 @@ BULK_FIELDS = (["run", "variant", "copy_s", "copy_ckpt_s", "update_s", "update_c
                [f"{x}_{k}" for x in ("copy", "update", "vacuum")
                 for k in ("dev_mb", "ckpts", "fsyncs", "bgw_blocks", "ckpt_blocks", "writebacks")])
 # (variant, base, mean tps >= this x base's, no stall second in any run,
-# longest transaction below this many ms in every run or None)
-TARGETS_PGBENCH = (("series", "upstream", 1.05, True, 500),
-                   ("series:max_wal_size=512MB", "upstream:max_wal_size=512MB", 1.05, True, 500),
-                   ("series:debug_io_direct=data", "upstream", 1.0, True, None))
+# longest transaction below this many ms in every run or None): the series
+# with direct I/O against buffered 18.6
+TARGETS_PGBENCH = (("series:debug_io_direct=data", "upstream", 1.0, True, None),)
+# Smooth without a price: every buffered series variant against the upstream
+# variant with the same settings ("series" vs "upstream": checkpoints by
+# time; "series:max_wal_size=512MB" vs "upstream:max_wal_size=512MB": by
+# WAL), over the runs of one invocation.  (name, column, how, bound): "max"
+# = the largest value of any run of the series must be <= (stall seconds) or
+# < (longest transaction) the bound; "ratio >=" / "ratio <=" = the median of
+# the within-run ratios series / upstream.
+SMOOTH_TARGETS = (("stall seconds", "stall_s", "max <=", 0),
+                  ("mean tps", "mean_tps", "ratio >=", 1.10),
+                  ("median of per-second tps", "median_tps", "ratio >=", 0.95),
+                  ("p99 latency", "lat_p99_ms", "ratio <=", 1.05),
+                  ("longest transaction ms", "lat_max_ms", "max <", 500))
+SATURATED = 0.95    # a second when the device wrote >= this share of its IOPS limit
 
 
 # ---------------------------------------------------------------- variants
@@ -666,6 +693,7 @@ class Volume:
             self.dev = DEVICE
         self.mm = devno(self.dev)
         self.set_wbt()
+        self.set_write_cache()
         if RECLAIM == "off":
             for kd in sorted({kd for kd, _ in benchlib.damon_pageout()}):   # a thread once
                 write_file(os.path.join(kd, "state"), "off\n")
@@ -707,6 +735,18 @@ class Volume:
             f.write(f"{WBT}\n")
         print(f"{path}: {self.wbt_saved} -> {WBT} (BENCH_VOLUME_WBT)", flush=True)
 
+    def set_write_cache(self):
+        """BENCH_VOLUME_WRITE_CACHE=off (on our loop device only: it goes
+        when the volume does)."""
+        if WRITE_CACHE == "":
+            return
+        if self.kind != "loop":
+            sys.exit("BENCH_VOLUME_WRITE_CACHE: only on the loop device of ours")
+        write_file(f"/sys/block/{os.path.basename(self.dev)}/queue/write_cache",
+                   "write through\n")
+        print(f"{self.dev}: write cache off (BENCH_VOLUME_WRITE_CACHE): no flush requests",
+              flush=True)
+
     def wbt_desc(self):
         path = self.wbt_file()
         if path is None:
@@ -714,7 +754,9 @@ class Volume:
         with open(path) as f:
             cur = f.read().strip()
         return (f"; writeback throttling wbt_lat_usec {cur} "
-                f"({'BENCH_VOLUME_WBT' if WBT != '' else 'kernel default'})")
+                f"({'BENCH_VOLUME_WBT' if WBT != '' else 'kernel default'})" +
+                ("; write cache off, no flush requests (BENCH_VOLUME_WRITE_CACHE)"
+                 if WRITE_CACHE == "off" else ""))
 
     def throttle(self):
         """Set the limits in the root blkio cgroup and join it (the
@@ -1102,7 +1144,9 @@ def pgbench_scenario(clusters, stem, header):
                     sout.write(secs)
             plot(stem, sb, [s for s in seconds if s["sb"] == sb],
                  [r for r in rows if r["sb"] == sb])
-    return pgbench_table(rows, header)
+    samples = (benchlib.read_csv(stem + "-sample-seconds.csv")
+               if os.path.exists(stem + "-sample-seconds.csv") else None)
+    return pgbench_table(rows, header, samples)
 
 
 def make_copy_file():
@@ -1248,7 +1292,9 @@ def table_layout(rows, header, run_width):
     return lines, variants, runs, w, rw
 
 
-def pgbench_table(rows, header):
+def pgbench_table(rows, header, samples=None):
+    """The tables of the pgbench scenario; 'samples': the rows of its
+    -sample-seconds.csv (BENCH_VOLUME_SAMPLE=1), for the device's share."""
     lines, variants, runs, w, rw = table_layout(rows, header, 9)
     for sb in dict.fromkeys(r["sb"] for r in rows):
         srows = [r for r in rows if r["sb"] == sb]
@@ -1296,6 +1342,7 @@ def pgbench_table(rows, header):
                          f"{fmt(med(rs, 'dev_write_iops'), 0):>10} "
                          f"{fmt(med(rs, 'dev_read_mb_s'), 1):>10} "
                          f"{fmt(med(rs, 'other_cpu'), 2):>9}")
+        lines += smooth_verdict(srows, [x for x in samples or [] if x["sb"] == sb])
         if sb == "small":
             lines.append("")
             for v, base, target, no_stall, max_ms in TARGETS_PGBENCH:
@@ -1325,6 +1372,109 @@ def pgbench_table(rows, header):
                   f"and reads (blkio statistics); other cpu = share of the machine's CPU used by "
                   f"other processes than the server and pgbench"]
     return "\n".join(lines)
+
+
+def device_share(samples, variant):
+    """What the device did in the sampled seconds of 'variant' (all runs),
+    or None: the share of seconds at SATURATED x the IOPS limit or more, the
+    device's writes per transaction, and per transaction the WAL writes, the
+    relation writes and blocks of pg_stat_io; 'wal_io' and 'rel_io': device
+    writes per WAL write and per relation write, by least squares over the
+    seconds (dev IOPS = wal_io x WAL writes + rel_io x relation writes; it
+    holds for a server that requests writeback of what it writes, not for
+    one whose writes the kernel flushes later)."""
+    secs = [x for x in samples if x["variant"] == variant and x["dev_w_iops"] is not None]
+    lim = limits()
+    if not secs or not lim:
+        return None
+
+    def num(x, k):
+        return x.get(k) or 0
+    tx = sum(num(x, "tps") for x in secs)
+    wal = [num(x, "be_wal_writes") + num(x, "walw_wal_writes") + num(x, "bgw_wal_writes") +
+           num(x, "ckpt_wal_writes") for x in secs]
+    rel = [sum(num(x, f"{p}_writes") for p in ("be", "bgw", "ckpt")) for x in secs]
+    blocks = sum(sum(num(x, f"{p}_write_bytes") for p in ("be", "bgw", "ckpt"))
+                 for x in secs) * 1e6 / 8192
+    dev = [num(x, "dev_w_iops") for x in secs]
+    s11, s22, s12 = (sum(a * a for a in wal), sum(b * b for b in rel),
+                     sum(a * b for a, b in zip(wal, rel)))
+    t1, t2 = sum(a * y for a, y in zip(wal, dev)), sum(b * y for b, y in zip(rel, dev))
+    det = s11 * s22 - s12 * s12
+    return {"seconds": len(secs),
+            "saturated": sum(d >= SATURATED * lim[0] for d in dev) / len(secs),
+            "dev_iops": sum(dev) / len(secs), "tx": tx,
+            "io_per_tx": sum(dev) / tx if tx else None,
+            "wal_per_tx": sum(wal) / tx if tx else None,
+            "rel_per_tx": sum(rel) / tx if tx else None,
+            "blocks_per_tx": blocks / tx if tx else None,
+            "wal_io": (t1 * s22 - t2 * s12) / det if det else None,
+            "rel_io": (s11 * t2 - s12 * t1) / det if det else None}
+
+
+def smooth_verdict(srows, samples):
+    """SMOOTH_TARGETS for every buffered series variant whose upstream
+    variant with the same settings ran, and, with samples, the device's
+    share: was the volume at its IOPS limit, and how many fewer device writes
+    per transaction a tps target would take."""
+    lines = []
+    for v in dict.fromkeys(r["variant"] for r in srows):
+        base = same_upstream(v)
+        if build_of(v) != "series" or is_direct(v) or \
+                not any(r["variant"] == base for r in srows):
+            continue
+        vr = [r for r in srows if r["variant"] == v]
+        cadence = "checkpoints by WAL" if "max_wal_size" in v else "checkpoints by time"
+        lines += ["", f"smooth without a price, {cadence}: {label(v)} against {label(base)}, "
+                      f"{len(vr)} run(s)"]
+        lines += benchlib.ruled(f"{'target':28} {'bound':>8} {'by run':>26} {'result':>8} "
+                                f"{'verdict':>8}")
+        misses = []
+        for name, key, how, bound in SMOOTH_TARGETS:
+            if how.startswith("max"):
+                by_run = [r[key] for r in sorted(vr, key=lambda r: r["run"])]
+                got = max((x for x in by_run if x is not None), default=None)
+                ok = got is not None and (got <= bound if how == "max <=" else got < bound)
+                shown = " ".join(fmt(x, 0) for x in by_run)
+                result = fmt(got, 0)
+            else:
+                by_run = benchlib.paired_ratios(srows, v, key, same=("run", "sb"), base=base)
+                got = benchlib.median_of(by_run)
+                ok = got is not None and (got >= bound if how == "ratio >=" else got <= bound)
+                shown = " ".join(fmt(x) for x in by_run)
+                result = fmt(got) + "x"
+            if not ok:
+                misses.append((name, key, bound))
+            lines.append(f"{name:28} {how.split()[1] + ' ' + str(bound):>8} {shown:>26} "
+                         f"{result:>8} {'met' if ok else 'NOT met':>8}")
+        share = {x: device_share(samples, x) for x in (base, v)}
+        if all(share.values()):
+            lines.append(f"device (sampled seconds): at >= {SATURATED:g} x {limits()[0]} write "
+                         f"IOPS in {fmt(100 * share[base]['saturated'], 0)}% of "
+                         f"{label(base)}'s seconds and {fmt(100 * share[v]['saturated'], 0)}% "
+                         f"of {label(v)}'s")
+            for x in (base, v):
+                d = share[x]
+                lines.append(
+                    f"  {label(x)}: {fmt(d['dev_iops'], 0)} device writes/s, "
+                    f"{fmt(d['io_per_tx'])} per transaction; per transaction "
+                    f"{fmt(d['wal_per_tx'])} WAL writes, {fmt(d['rel_per_tx'])} relation "
+                    f"writes of {fmt(d['blocks_per_tx'])} blocks" +
+                    (f"; device writes per WAL write {fmt(d['wal_io'], 2)}, per relation "
+                     f"write {fmt(d['rel_io'], 2)} (least squares over the seconds)"
+                     if build_of(x) == "series" else ""))
+            for name, key, bound in misses:
+                if key not in ("mean_tps", "median_tps"):
+                    continue
+                need = bound * med([r for r in srows if r["variant"] == base], key)
+                have = med(vr, "mean_tps")
+                io_need = share[v]["dev_iops"] / need
+                lines.append(f"  {name} >= {bound} x: {fmt(need, 0)} tps, at the series' "
+                             f"{fmt(share[v]['dev_iops'], 0)} device writes/s "
+                             f"{fmt(io_need)} per transaction, "
+                             f"{fmt(100 * (1 - io_need / share[v]['io_per_tx']), 1)}% fewer than "
+                             f"its {fmt(share[v]['io_per_tx'])} (it ran at {fmt(have, 0)} tps)")
+    return lines
 
 
 def bulk_table(rows, header):
@@ -1442,8 +1592,12 @@ def again():
             if have[suffix]:
                 # by its columns: a bulk CSV renamed without "-bulk" is one still
                 rows = benchlib.read_csv(stem + suffix)
-                texts.append((bulk_table if rows and "copy_s" in rows[0] else pgbench_table)(
-                    rows, None))
+                if rows and "copy_s" in rows[0]:
+                    texts.append(bulk_table(rows, None))
+                else:
+                    samples = (benchlib.read_csv(stem + "-sample-seconds.csv")
+                               if os.path.exists(stem + "-sample-seconds.csv") else None)
+                    texts.append(pgbench_table(rows, None, samples))
         print("\n".join(texts))
     else:
         if not have["-seconds.csv"]:
@@ -1572,6 +1726,8 @@ def main():
         sys.exit(f"BENCH_VOLUME_IMAGE: {IMAGE_KIND!r}: \"sparse\" or \"written\"")
     if WBT != "" and not re.fullmatch(r"[0-9]{1,9}", str(WBT)):
         sys.exit(f"BENCH_VOLUME_WBT: {WBT!r}: microseconds (0: off) or unset")
+    if WRITE_CACHE not in ("", "off"):
+        sys.exit(f"BENCH_VOLUME_WRITE_CACHE: {WRITE_CACHE!r}: \"off\" or unset")
     if RECLAIM not in ("", "off"):
         sys.exit(f"BENCH_VOLUME_RECLAIM: {RECLAIM!r}: \"off\" or unset")
     if RECLAIM == "off" and DIR:     # a volume of ours only (which needs root)

@@ -122,7 +122,7 @@ def devstat(mm):
             p = [int(x) for x in f.read().split()]
     except OSError:
         return None
-    return dict(w_ios=p[4], w_sect=p[6], inflight=p[8], flush=p[14] if len(p) > 14 else 0)
+    return dict(w_ios=p[4], w_sect=p[6], inflight=p[8], flush=p[15] if len(p) > 15 else 0)
 
 
 def proc_write_bytes(pid):

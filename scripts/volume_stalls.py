@@ -346,6 +346,164 @@ def plot(png, runs, secs_of, ck_of):
         benchlib.gnuplot(script, png)
 
 
+# The backends' wait events, grouped for the breakdown (first match wins):
+# (group, prefixes of "Type:Event" or state).  Not waiting: "CPU".
+WAIT_CLASSES = (("WAL flush", ("LWLock:WALWrite", "IO:WalSync", "IO:WalWrite")),
+                ("row and transaction locks", ("Lock:",)),
+                ("data file I/O", ("IO:DataFile", "IO:BufferFileWrite", "IO:BufFile")),
+                ("buffer locks and I/O", ("LWLock:Buffer", "IO:Buffer", "IO:AioIo", "BufferPin")),
+                ("client (pgbench)", ("Client:", "idle")),
+                ("CPU", ("CPU",)))
+WAIT_OTHER = "other waits"
+
+
+def wait_groups(text):
+    """A be_wait column ("Client:ClientRead=2.0;CPU=0.4") as mean backends per
+    WAIT_CLASSES group."""
+    out = dict.fromkeys([g for g, _ in WAIT_CLASSES] + [WAIT_OTHER], 0.0)
+    for item in (text or "").split(";"):
+        if "=" not in item:
+            continue
+        name, n = item.rsplit("=", 1)
+        group = next((g for g, pre in WAIT_CLASSES if name.startswith(pre)), WAIT_OTHER)
+        out[group] += f(n)
+    return out
+
+
+def io_split(r):
+    """The device's writes in second r: (WAL flush requests, WAL writes, data
+    files = the rest).  An fdatasync() of WAL issues a write and, on a device
+    with a volatile write cache, an empty flush request that counts against
+    the IOPS limit like a write; before dev_flushes was sampled (0 in every
+    second) the WAL fsyncs of pg_stat_io stand for the flush requests."""
+    wal = sum(f(r.get(f"{p}_wal_writes")) for p in ("be", "bgw", "ckpt", "walw"))
+    fsyncs = sum(f(r.get(f"{p}_wal_fsyncs")) for p in ("be", "bgw", "ckpt", "walw"))
+    flushes = f(r.get("dev_flushes")) if r.get("_flushes_sampled") else fsyncs
+    return flushes, wal, max(0.0, f(r["dev_w_iops"]) - flushes - wal)
+
+
+def mark_flushes(rows):
+    sampled = any(f(r.get("dev_flushes")) for r in rows)
+    for r in rows:
+        r["_flushes_sampled"] = sampled
+
+
+def breakdown(runs, secs_of):
+    """Per run, the mean over its seconds of the backends' wait groups and of
+    the device's writes by kind, in the seconds pgbench ran (tps >= STALL x
+    the median) and in the stalled ones."""
+    groups = [g for g, _ in WAIT_CLASSES] + [WAIT_OTHER]
+    print("\nwhere the time goes: backends waiting per group (mean of the 8 clients' samples) "
+          "and device writes/s by kind, seconds running / stalled")
+    print(f"{'run':45} {'secs':>5} {'tps':>6} " +
+          " ".join(f"{g[:12]:>12}" for g in groups) +
+          f" {'dev w/s':>7} {'WAL flush':>9} {'WAL write':>9} {'data':>6} {'tx/dev w':>8}")
+    for k in runs:
+        rows = secs_of[k]
+        mark_flushes(rows)
+        med = statistics.median(f(r["tps"]) for r in rows)
+        for what, sel in (("running", [r for r in rows if f(r["tps"]) >= STALL * med]),
+                          ("stalled", [r for r in rows if f(r["tps"]) < STALL * med])):
+            if not sel:
+                continue
+            w = [wait_groups(r["be_wait"]) for r in sel]
+            io = [io_split(r) for r in sel]
+            dev = sum(f(r["dev_w_iops"]) for r in sel)
+            print(f"{title(k) + ', ' + what:45} {len(sel):5d} "
+                  f"{statistics.mean(f(r['tps']) for r in sel):6.0f} " +
+                  " ".join(f"{statistics.mean(x[g] for x in w):12.2f}" for g in groups) +
+                  f" {dev / len(sel):7.0f} " +
+                  " ".join(f"{statistics.mean(x[i] for x in io):9.0f}" for i in (0, 1)) +
+                  f" {statistics.mean(x[2] for x in io):6.0f}"
+                  f" {sum(f(r['tps']) for r in sel) / dev if dev else 0:8.3f}")
+    if not any(f(r.get("be_wal_fsync_ms")) for k in runs for r in secs_of[k]):
+        return
+    print("\nthe backends' I/O time (pg_stat_io with track_io_timing and track_wal_io_timing), "
+          "ms per second of the 8 backends' 8000, and the mean WAL flush (fsync) time")
+    cols = (("data write", "be_write_ms"), ("writeback", "be_wb_ms"),
+            ("WAL write", "be_wal_write_ms"), ("WAL fsync", "be_wal_fsync_ms"))
+    print(f"{'run':45} " + " ".join(f"{c:>10}" for c, _ in cols) + f" {'ms/flush':>8}")
+    for k in runs:
+        rows = secs_of[k]
+        med = statistics.median(f(r["tps"]) for r in rows)
+        for what, sel in (("running", [r for r in rows if f(r["tps"]) >= STALL * med]),
+                          ("stalled", [r for r in rows if f(r["tps"]) < STALL * med])):
+            if not sel:
+                continue
+            fs = sum(f(r.get("be_wal_fsyncs")) for r in sel)
+            print(f"{title(k) + ', ' + what:45} " +
+                  " ".join(f"{statistics.mean(f(r.get(c)) for r in sel):10.0f}" for _, c in cols) +
+                  f" {sum(f(r.get('be_wal_fsync_ms')) for r in sel) / fs if fs else 0:8.2f}")
+
+
+def plot_breakdown(png, runs, secs_of, ck_of):
+    """Per run three panels: tps; the device's writes per second by kind
+    (io_split), stacked, under its IOPS; the backends' wait groups, stacked."""
+    if not benchlib.have_gnuplot():
+        return
+    groups = [g for g, _ in WAIT_CLASSES] + [WAIT_OTHER]
+    colors = ("#d62728", "#ff7f0e", "#8c564b", "#9467bd", "#bbbbbb", "#2ca02c", "#17becf")
+    io_colors = ("#1f77b4", "#aec7e8", "#ff9896")
+    top = max(f(r["tps"]) for k in runs for r in secs_of[k]) * 1.1 or 1
+    itop = max(f(r["dev_w_iops"]) for k in runs for r in secs_of[k]) * 1.15 or 1
+    xmax = max(f(r["t"]) for k in runs for r in secs_of[k])
+    script = benchlib.multiplot_head(
+        png, 3 * 200 * len(runs) + 60, 3 * len(runs),
+        "per second: tps; writes of the volume by kind (stacked); what the 8 pgbench backends "
+        "wait on (stacked, sampled 5 times a second); grey: checkpoint write phase, red: sync")
+    script += ["set xlabel 's since pgbench start'", "set key outside right vertical",
+               f"set xrange [0:{xmax:.0f}]", "set style fill solid 1.0 noborder",
+               "set lmargin 10", "set rmargin 34"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, k in enumerate(runs):
+            rows = secs_of[k]
+            mark_flushes(rows)
+            dat = os.path.join(tmp, f"run{n}.dat")
+            keys = ["t", "tps", "fl", "fw", "fd"] + [f"g{i}" for i in range(len(groups))]
+            out = []
+            for r in rows:
+                fl, fw, fd = io_split(r)
+                w = wait_groups(r["be_wait"])
+                acc, cum = 0.0, {}
+                for i, g in enumerate(groups):
+                    acc += w[g]
+                    cum[f"g{i}"] = round(acc, 2)
+                out.append(dict(t=f(r["t"]), tps=f(r["tps"]), fl=round(fl), fw=round(fl + fw),
+                                fd=round(fl + fw + fd), **cum))
+            benchlib.write_dat(dat, out, keys)
+            shades = ["unset object"]
+            for i, c in enumerate(ck_of[k]):
+                end = c.get("end")
+                parts = [(c["start"], c["write_end"] if end else xmax, "#e0e0e0")]
+                if end:
+                    parts.append((c["sync_start"], end, "#f4b0b0"))
+                for j, (a, b, color) in enumerate(parts):
+                    shades.append(f"set object {2 * i + j + 1} rect from first {a}, graph 0 "
+                                  f"to first {b}, graph 1 behind fc rgb '{color}' "
+                                  f"fs solid 1.0 noborder")
+            tps = [f(r["tps"]) for r in rows]
+            script += shades + [
+                f"set title '{title(k)}: tps (mean {statistics.mean(tps):.0f}, median "
+                f"{statistics.median(tps):.0f})'", "set ylabel 'tps'", f"set yrange [0:{top:.0f}]",
+                f"plot '{dat}' using 1:2 with lines lw 1 lc rgb 'blue' title 'tps'"]
+            script += shades + [
+                f"set title '{title(k)}: writes of the volume per second'",
+                "set ylabel 'writes/s'", f"set yrange [0:{itop:.0f}]",
+                f"plot '{dat}' using 1:5 with filledcurves x1 lc rgb '{io_colors[2]}' "
+                "title 'data files (the rest)', "
+                f"'' using 1:4 with filledcurves x1 lc rgb '{io_colors[1]}' title 'WAL writes', "
+                f"'' using 1:3 with filledcurves x1 lc rgb '{io_colors[0]}' "
+                "title 'WAL flush requests'"]
+            plots = []
+            for i in reversed(range(len(groups))):
+                plots.append(f"'{dat}' using 1:{6 + i} with filledcurves x1 "
+                             f"lc rgb '{colors[i]}' title '{groups[i]}'")
+            script += shades + [
+                f"set title '{title(k)}: backends by wait'", "set ylabel 'backends'",
+                "set yrange [0:8.5]", "plot " + ", ".join(plots)]
+        benchlib.gnuplot(script, png)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n", 2)[2],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -357,6 +515,11 @@ def main():
     ap.add_argument("--per", type=float, default=45, metavar="S",
                     help="pg_stat_io writes per S seconds (default 45)")
     ap.add_argument("--plot", action="store_true", help="draw the plot (gnuplot)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="print where the time goes (waits, device writes by kind) and, with "
+                         "--plot, draw it instead (*-breakdown.png)")
+    ap.add_argument("--run", type=int, action="append", default=[],
+                    help="only this run (repeatable; default: all)")
     ap.add_argument("--png", metavar="FILE.png",
                     help="the plot's file (default: next to SAMPLES, *tps-dirty.png)")
     args = ap.parse_args()
@@ -371,8 +534,18 @@ def main():
         sys.exit(f"no variant {unknown} in {path}")
     if args.variant:
         runs = [k for k in runs if k[1] in args.variant]
+    if args.run:
+        runs = [k for k in runs if int(k[2]) in args.run]
     secs_of = {k: [r for r in secs if key(r) == k] for k in runs}
     ck_of = {k: ckpts_of(cks, k) for k in runs}
+    if args.breakdown:
+        breakdown(runs, secs_of)
+        if args.plot:
+            png = args.png or re.sub(r"seconds\.csv(\.gz)?$", "breakdown.png", path)
+            if png == path:
+                sys.exit(f"{path}: not a *seconds.csv[.gz]; give the plot's file name")
+            plot_breakdown(png, runs, secs_of, ck_of)
+        return
     for k in runs:
         report(k, secs_of[k], ck_of[k], args.excerpts, args.per)
     print("\nstall seconds by cause (sync phase / kernel expiry writeback / other); "
