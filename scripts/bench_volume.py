@@ -1144,9 +1144,7 @@ def pgbench_scenario(clusters, stem, header):
                     sout.write(secs)
             plot(stem, sb, [s for s in seconds if s["sb"] == sb],
                  [r for r in rows if r["sb"] == sb])
-    samples = (benchlib.read_csv(stem + "-sample-seconds.csv")
-               if os.path.exists(stem + "-sample-seconds.csv") else None)
-    return pgbench_table(rows, header, samples)
+    return pgbench_table(rows, header, read_samples(stem))
 
 
 def make_copy_file():
@@ -1572,6 +1570,15 @@ def plot(stem, sb, secs, rows):
     benchlib.gnuplot(script, png)
 
 
+def read_samples(stem):
+    """The rows of stem-sample-seconds.csv (or .csv.gz, as in bench-results/),
+    or None."""
+    for p in (stem + "-sample-seconds.csv", stem + "-sample-seconds.csv.gz"):
+        if os.path.exists(p):
+            return benchlib.read_csv(p)
+    return None
+
+
 def stem_of(path):
     for suffix in ("-bulk.csv", "-seconds.csv", ".csv"):
         if path.endswith(suffix):
@@ -1595,9 +1602,7 @@ def again():
                 if rows and "copy_s" in rows[0]:
                     texts.append(bulk_table(rows, None))
                 else:
-                    samples = (benchlib.read_csv(stem + "-sample-seconds.csv")
-                               if os.path.exists(stem + "-sample-seconds.csv") else None)
-                    texts.append(pgbench_table(rows, None, samples))
+                    texts.append(pgbench_table(rows, None, read_samples(stem)))
         print("\n".join(texts))
     else:
         if not have["-seconds.csv"]:

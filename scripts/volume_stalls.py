@@ -382,8 +382,15 @@ def io_split(r):
     return flushes, wal, max(0.0, f(r["dev_w_iops"]) - flushes - wal)
 
 
+FLUSHES = "auto"     # --flushes: "sampled", "wal-fsyncs" or "auto"
+
+
 def mark_flushes(rows):
-    sampled = any(f(r.get("dev_flushes")) for r in rows)
+    """Whether the run's dev_flushes count (see io_split): "auto" takes them
+    when any second has one; a run on a device without a write cache
+    (BENCH_VOLUME_WRITE_CACHE=off) has none and needs --flushes sampled."""
+    sampled = (FLUSHES == "sampled" or
+               (FLUSHES == "auto" and any(f(r.get("dev_flushes")) for r in rows)))
     for r in rows:
         r["_flushes_sampled"] = sampled
 
@@ -518,6 +525,10 @@ def main():
     ap.add_argument("--breakdown", action="store_true",
                     help="print where the time goes (waits, device writes by kind) and, with "
                          "--plot, draw it instead (*-breakdown.png)")
+    ap.add_argument("--flushes", choices=("auto", "sampled", "wal-fsyncs"), default="auto",
+                    help="the device's flush requests in --breakdown: its counter (sampled), "
+                         "the WAL fsyncs (samples taken before the counter was read right), "
+                         "or auto: the counter when it is ever non-zero")
     ap.add_argument("--run", type=int, action="append", default=[],
                     help="only this run (repeatable; default: all)")
     ap.add_argument("--png", metavar="FILE.png",
@@ -534,6 +545,8 @@ def main():
         sys.exit(f"no variant {unknown} in {path}")
     if args.variant:
         runs = [k for k in runs if k[1] in args.variant]
+    global FLUSHES
+    FLUSHES = args.flushes
     if args.run:
         runs = [k for k in runs if int(k[2]) in args.run]
     secs_of = {k: [r for r in secs if key(r) == k] for k in runs}
