@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check help
+.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -43,6 +43,10 @@ help:
 	@echo "make deb-check install test of those packages (root; CHANGES THE SYSTEM'S PACKAGES):"
 	@echo "               stock -> series -> stock with a cluster, then Debian's autopkgtests"
 	@echo "               (scripts/deb-check.sh)"
+	@echo "make deb-source  the series' Debian source package: our patches over Debian's (quilt push -a),"
+	@echo "               dpkg-source -b, version ordering; about a minute (.ci/run runs it; scripts/deb-source.sh)"
+	@echo "make rebase VERSION=18.7-1 [TARBALL=file] [APPLY=1]  move the series to another release:"
+	@echo "               3-way merge of every patch, conflicts named; APPLY=1 updates UPSTREAM (scripts/rebase.sh)"
 	@echo "make help      this list"
 
 demo:
@@ -114,6 +118,17 @@ bench-volume:
 # .ci/run.
 deb:
 	@bash $(SCRIPTS)/deb.sh
+
+# The packaging check of .ci/run (scripts/deb-source.sh): the series' source
+# package built on Debian's (quilt push -a, dpkg-source -b), and its version.
+deb-source:
+	@bash $(SCRIPTS)/deb-source.sh
+
+# Move the series to another release (scripts/rebase.sh):
+#   make rebase VERSION=18.7-1 [TARBALL=/path/to/postgresql-18.7.tar.bz2] [APPLY=1]
+rebase:
+	@[ -n "$(VERSION)" ] || { echo "usage: make rebase VERSION=<Debian version, e.g. 18.7-1> [TARBALL=file] [APPLY=1]" >&2; exit 2; }
+	@bash $(SCRIPTS)/rebase.sh $(VERSION) $(if $(TARBALL),--tarball $(TARBALL)) $(if $(APPLY),--apply)
 
 # The install test (root, changes the system's packages: a throwaway machine),
 # after make deb (which does nothing when the packages are current).

@@ -11,8 +11,10 @@
 #   2. apt install the series' packages (work/deb/repo) over them, apt-mark
 #      hold them; the cluster restarts under the series through
 #      postgresql-common's maintainer scripts; check data, the log, the
-#      extension pg_checkpoint_stats, pg_stat_progress_checkpoint, the
-#      contrib extensions and JIT;
+#      extension pg_checkpoint_stats, pg_stat_progress_checkpoint, Debian's
+#      prometheus-postgres-exporter with the series' queries file, scraped
+#      during a checkpoint (scripts/exporter-scrape.sh), the contrib
+#      extensions and JIT;
 #   3. roll back: apt-mark unhold, apt install the stock versions; the
 #      cluster restarts under stock, data and statistics intact;
 #   4. Debian's autopkgtests of the source package (debian/tests:
@@ -24,15 +26,13 @@
 # "1 2 3" is the install test alone).  Output: work/deb/check/ (logs, the
 # summary in summary.txt); times appended to work/deb/times.txt.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/deblib.sh"
 
 [ "$(id -u)" = 0 ] || die "the install test installs packages: run it as root, on a throwaway machine"
-DEB=$WORK/deb
 OUT=$DEB/check
 STEPS=${DEB_CHECK_STEPS:-1 2 3 4}
-DEB_PG_SOURCE_VERSION=${DEB_PG_SOURCE_VERSION:-18.6-3}
-STOCK_V=$DEB_PG_SOURCE_VERSION
-MAJOR=${PG_VERSION%%.*}
-export DEBIAN_FRONTEND=noninteractive
+STOCK_V=$STOCK_DEB_VERSION
+MAJOR=$PG_MAJOR
 for r in repo stock; do
   [ -f "$DEB/$r/Packages" ] || die "$DEB/$r/Packages missing: run make deb first"
 done
@@ -41,11 +41,10 @@ done
 deb=$(ls "$DEB"/repo/postgresql-"$MAJOR"_"$STOCK_V"+sortedckpt*_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || die "work/deb/repo has no postgresql-$MAJOR $STOCK_V+sortedckptN: run make deb"
 SERIES_V=$(dpkg-deb -f "$deb" Version)
-[ "$SERIES_V" = "$STOCK_V+sortedckpt$SERIES_VERSION" ] ||
+[ "$SERIES_V" = "$SERIES_DEB_VERSION" ] ||
   msg "NOTE: work/deb/repo holds $SERIES_V, UPSTREAM's series is version $SERIES_VERSION (make deb rebuilds)"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
-TIMES=$DEB/times.txt
 echo "--- make deb-check $(date -u '+%F %T') UTC, steps: $STEPS" >> "$TIMES"
 
 ok=0; bad=0
@@ -209,6 +208,18 @@ if [[ " $STEPS " = *" 2 "* ]]; then
   done
   say "  pg_stat_progress_checkpoint: ${seen:-(no row within 60 s)}"
   check "pg_stat_progress_checkpoint shows a running checkpoint" [ -n "$seen" ]
+  # the monitoring DBAs run: Debian's prometheus-postgres-exporter with the
+  # queries file the series installs, scraped during this checkpoint
+  apt_log apt-get install -y --no-install-recommends prometheus-postgres-exporter
+  queries=/usr/share/postgresql/$MAJOR/extension/pg_checkpoint_stats.exporter.yaml
+  chmod o+rx "$OUT"; mkdir -p "$OUT/exporter"; chown postgres: "$OUT/exporter"
+  if runuser -u postgres -- bash "$TOP/scripts/exporter-scrape.sh" "$queries" \
+       "host=/var/run/postgresql port=$PSQL_PORT user=postgres dbname=bench" "$OUT/exporter" > "$OUT/exporter/scrape.txt" 2>&1; then
+    pass "prometheus-postgres-exporter $(dpkg-query -W -f='${Version}' prometheus-postgres-exporter) scrapes the checkpoint metrics ($OUT/exporter/scrape.txt)"
+  else
+    fail "prometheus-postgres-exporter scrape ($OUT/exporter/scrape.txt)"
+  fi
+  sed 's/^/    /' "$OUT/exporter/scrape.txt" | tee -a "$SUMMARY"
   psql_ -d bench -q -c "ALTER SYSTEM RESET checkpoint_timeout" -c "SELECT pg_reload_conf()" >/dev/null
   check "contrib extension pg_trgm (installed under stock) loads and its index answers" trgm_ok
   check "pg_stat_statements (preloaded since stock) works" bash -c '[ "$(runuser -u postgres -- psql -X -p "$1" -d bench -Atc "SELECT count(*) > 0 FROM pg_stat_statements")" = t ]' _ "$PSQL_PORT"

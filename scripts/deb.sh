@@ -17,9 +17,9 @@
 #   work/deb/times.txt  how long each step took
 #
 # What it does:
-#  1. Downloads Debian's postgresql-18 source package ($DEB_PG_SOURCE_VERSION,
-#     default 18.6-3: the one whose orig tarball UPSTREAM pins; the tarball's
-#     sha256 is checked against UPSTREAM) and postgresql-common (sid's current
+#  1. Downloads Debian's postgresql-18 source package (DEBIAN_SOURCE_VERSION
+#     in UPSTREAM, 18.6-3: the one whose orig tarball UPSTREAM pins; the
+#     tarball's sha256 is checked against UPSTREAM) and postgresql-common (sid's current
 #     version, >= 275) from Debian's archive, suite sid, through a private apt
 #     configuration in work/deb/apt (the system's apt setup is not touched;
 #     apt checks every file against the signed Sources index).
@@ -57,37 +57,15 @@
 # changed; DEB_REBUILD=1 forces it.  DEB_FLAVOURS="series" builds the series
 # alone (default "stock series").
 . "$(dirname "$0")/lib.sh"
-
-DEB=$WORK/deb
-DEB_PG_SOURCE_VERSION=${DEB_PG_SOURCE_VERSION:-18.6-3}
+. "$(dirname "$0")/deblib.sh"
 PGCOMMON_MIN=275
-SERIES_TAG=sortedckpt$SERIES_VERSION
-SERIES_DEB_VERSION=$DEB_PG_SOURCE_VERSION+$SERIES_TAG
-SRCPKG=$DEBIAN_SOURCE_PACKAGE
-export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS-nocheck nodoc parallel=2}
 profiles=""
 for o in nocheck nodoc; do
   case " $DEB_BUILD_OPTIONS " in *" $o "*) profiles="$profiles${profiles:+,}$o";; esac
 done
 export DEB_BUILD_PROFILES=${DEB_BUILD_PROFILES-${profiles//,/ }}
 NICE=(nice -n 19 ionice -c3)
-export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
-
-[ "${PG_VERSION}" = "${DEB_PG_SOURCE_VERSION%-*}" ] ||
-  die "DEB_PG_SOURCE_VERSION=$DEB_PG_SOURCE_VERSION is not a packaging of $PG_VERSION (UPSTREAM)"
-
-mkdir -p "$DEB"
-TIMES=$DEB/times.txt
-timed() {  # timed "step name" command...
-  local name=$1 t0 rc=0; shift
-  t0=$(date +%s)
-  "$@" || rc=$?
-  printf '%-40s %5d s%s\n' "$name" $(( $(date +%s) - t0 )) "$([ $rc = 0 ] || echo "  (FAILED, exit $rc)")" | tee -a "$TIMES" >&2
-  return $rc
-}
 echo "--- make deb $(date -u '+%F %T') UTC, DEB_BUILD_OPTIONS='$DEB_BUILD_OPTIONS'" >> "$TIMES"
-
-is_root() { [ "$(id -u)" = 0 ]; }
 if is_root; then
   ensure_builder
   chown -R "$BUILDER": "$DEB"
@@ -95,53 +73,11 @@ if is_root; then
     die "user $BUILDER cannot read $TOP; make its parent directories world-searchable (chmod o+x)"
 fi
 
-# apt-get install what is missing (root), or print the command and fail
-need_pkgs() {
-  local missing="" p st
-  for p in "$@"; do
-    st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
-    [ "$st" = "install ok installed" ] || missing="$missing $p"
-  done
-  [ -z "$missing" ] && return 0
-  is_root || die "missing Debian packages; install them with: sudo apt-get install$missing"
-  msg "installing:$missing"
-  apt_updated
-  # shellcheck disable=SC2086
-  apt-get install -y -q --no-install-recommends $missing >> "$DEB/apt-install.log" 2>&1 ||
-    { tail -20 "$DEB/apt-install.log" >&2; die "apt-get install failed"; }
-}
-APT_UPDATED=
-apt_updated() { [ -n "$APT_UPDATED" ] || { apt-get update -qq 2>&1 | grep -v '^N: ' >&2 || true; APT_UPDATED=1; }; }
-
 need_pkgs build-essential dpkg-dev fakeroot apt-utils xz-utils bzip2 ca-certificates
 
 # ---------------------------------------------------------------- 1. sources
-SRC=$DEB/src
-A=$DEB/apt
-APT_OPTS=(-q -o "Dir::Etc::SourceList=$A/sources.list" -o Dir::Etc::SourceParts=/dev/null
-  -o "Dir::State::Lists=$A/lists" -o "Dir::State::status=$A/status"
-  -o "Dir::Cache=$A/cache" -o Debug::NoLocking=1 -o APT::Sandbox::User="$(id -un)")
-papt() { apt-get "${APT_OPTS[@]}" "$@"; }
-pcache() { apt-cache "${APT_OPTS[@]}" "$@"; }
-
 fetch_sources() {
-  mkdir -p "$A/lists/partial" "$A/cache/archives/partial" "$SRC"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian $DEBIAN_SUITE main" \
-    > "$A/sources.list"
-  : > "$A/status"
-  papt update > "$A/update.log" 2>&1 || { cat "$A/update.log" >&2; die "apt-get update (private, $DEBIAN_SUITE sources) failed"; }
-
-  # postgresql-18
-  local dsc=$SRC/${SRCPKG}_$DEB_PG_SOURCE_VERSION.dsc
-  if [ ! -f "$dsc" ]; then
-    (cd "$SRC" && papt source --download-only "$SRCPKG=$DEB_PG_SOURCE_VERSION") > "$A/source.log" 2>&1 || {
-      cat "$A/source.log" >&2
-      die "Debian's archive ($DEBIAN_SUITE) does not provide $SRCPKG $DEB_PG_SOURCE_VERSION (available: $(pcache showsrc "$SRCPKG" | sed -n 's/^Version: //p' | tr '\n' ' ')); set DEB_PG_SOURCE_VERSION to a packaging of $PG_VERSION"
-    }
-  fi
-  [ "$(sha256sum "$SRC/$ORIG_TARBALL" | cut -d' ' -f1)" = "$ORIG_SHA256" ] ||
-    die "$SRC/$ORIG_TARBALL does not match the sha256 pinned in UPSTREAM"
-
+  fetch_pg_source
   # postgresql-common: the newest in the suite, at least $PGCOMMON_MIN
   PGC_VERSION=${DEB_PGCOMMON_VERSION:-$(pcache showsrc postgresql-common | sed -n 's/^Version: //p' | sort -V | tail -1)}
   [ -n "$PGC_VERSION" ] || die "no postgresql-common source in $DEBIAN_SUITE"
@@ -203,49 +139,6 @@ if [ -z "$have" ] || dpkg --compare-versions "$have" lt "$PGCOMMON_MIN"; then
 fi
 
 # -------------------------------------------- 3.-5. postgresql-18, two flavours
-# unpack FLAVOUR: $DEB/build/FLAVOUR/postgresql-18-18.6, Debian's patches applied
-unpack() {
-  local b=$DEB/build/$1
-  rm -rf "$b"; mkdir -p "$b"
-  if is_root; then chown "$BUILDER": "$b"; fi
-  as_builder dpkg-source -x "$SRC/${SRCPKG}_$DEB_PG_SOURCE_VERSION.dsc" "$b/$SRCPKG-$PG_VERSION" > "$b/unpack.log" 2>&1 ||
-    { cat "$b/unpack.log" >&2; die "dpkg-source -x failed"; }
-  # (dpkg-source -x links the orig tarball beside the unpacked tree)
-  [ -e "$b/$ORIG_TARBALL" ] || as_builder ln -s "$SRC/$ORIG_TARBALL" "$b/$ORIG_TARBALL"
-}
-
-# add the series to the unpacked source in $1 (generated, never kept in git)
-add_series() {
-  local s=$1 p n=0 subjects=""
-  local pd=$s/debian/patches/sorted-checkpoint
-  as_builder mkdir -p "$pd"
-  for p in "$TOP"/patches/*.patch; do
-    as_builder cp "$p" "$pd/"
-    echo "sorted-checkpoint/$(basename "$p")" | as_builder tee -a "$s/debian/patches/series" >/dev/null
-    # the Subject: header, with its continuation lines, wrapped for the changelog
-    subjects="$subjects$(awk '/^Subject: /{s=$0; f=1; next} f && /^[ \t]/{s=s $0; next} f{exit} END{sub(/^Subject: *(\[[^]]*\] *)?/, "", s); gsub(/[ \t]+/, " ", s); print s}' "$p" |
-      fold -s -w 70 | sed '1s/^/    - /; 1!s/^/      /; s/ *$//')"$'\n'
-    n=$((n + 1))
-  done
-  [ "$n" -gt 0 ] || die "no patches in $TOP/patches"
-  local who="${DEBFULLNAME:-Sorted checkpoint series build} <${DEBEMAIL:-$(id -un)@$(hostname)}>"
-  {
-    echo "$SRCPKG ($SERIES_DEB_VERSION) $(dpkg-parsechangelog -l "$s/debian/changelog" -S Distribution); urgency=medium"
-    echo
-    echo "  * Add the sorted-checkpoint patch series, version $SERIES_VERSION ($n patches,"
-    echo "    debian/patches/sorted-checkpoint/), generated by make deb:"
-    printf '%s' "$subjects"
-    echo "  * Built on $(. /etc/os-release; echo "$PRETTY_NAME"),"
-    echo "    DEB_BUILD_OPTIONS=\"$DEB_BUILD_OPTIONS\"."
-    echo
-    echo " -- $who  $(date -R)"
-    echo
-    cat "$s/debian/changelog"
-  } > "$DEB/changelog.new"
-  as_builder cp "$DEB/changelog.new" "$s/debian/changelog"
-  rm -f "$DEB/changelog.new"
-}
-
 BUILD_DEPS_DONE=
 install_build_deps() {  # $1: unpacked source
   [ -z "$BUILD_DEPS_DONE" ] || return 0
@@ -261,7 +154,7 @@ install_build_deps() {  # $1: unpacked source
 # build FLAVOUR (stock|series) unless its packages are current
 build_pg() {
   local fl=$1 b=$DEB/build/$1 ver stamp
-  if [ "$fl" = series ]; then ver=$SERIES_DEB_VERSION; else ver=$DEB_PG_SOURCE_VERSION; fi
+  if [ "$fl" = series ]; then ver=$SERIES_DEB_VERSION; else ver=$STOCK_DEB_VERSION; fi
   stamp="$ver|$DEB_BUILD_OPTIONS|$DEB_BUILD_PROFILES|$PGC_VERSION"
   [ "$fl" = stock ] || stamp="$stamp|$(cat "$TOP"/patches/*.patch | sha256sum | cut -d' ' -f1)"
   if [ -z "${DEB_REBUILD:-}" ] && [ -f "$b/stamp" ] && [ "$(cat "$b/stamp")" = "$stamp" ] &&
@@ -315,6 +208,6 @@ for f in "$DEB"/repo/*.deb; do
   case $f in *-dbgsym_*) continue;; esac
   printf '  %-28s %s\n' "$(dpkg-deb -f "$f" Package)" "$(dpkg-deb -f "$f" Version)"
 done
-echo "Stock packages for the install test: work/deb/stock ($DEB_PG_SOURCE_VERSION)"
+echo "Stock packages for the install test: work/deb/stock ($STOCK_DEB_VERSION)"
 echo "Times (work/deb/times.txt):"
 sed -n '/^--- make deb/h; /^--- make deb/!H; ${x;p}' "$TIMES" | sed 1d | sed 's/^/  /'

@@ -6,6 +6,11 @@ set -euo pipefail
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=../UPSTREAM
 . "$TOP/UPSTREAM"
+PG_MAJOR=${PG_VERSION%%.*}
+DEBIAN_SOURCE_PACKAGE=postgresql-$PG_MAJOR
+ORIG_TARBALL=${DEBIAN_SOURCE_PACKAGE}_$PG_VERSION.orig.tar.bz2
+[ "$PG_VERSION" = "${DEBIAN_SOURCE_VERSION%-*}" ] ||
+  { echo "ERROR: UPSTREAM: DEBIAN_SOURCE_VERSION=$DEBIAN_SOURCE_VERSION is not a packaging of PG_VERSION=$PG_VERSION" >&2; exit 1; }
 WORK=${WORK:-$TOP/work}
 TREE=$WORK/postgresql            # upstream + one commit per patch
 UPSTREAM_SRC=$WORK/upstream-src  # pristine worktree at the upstream tag
