@@ -290,6 +290,21 @@ def dips(k, rows):
                if "tick_gap_ms" in r else ""))
 
 
+def checkpoint_shades(cks, xmax):
+    """gnuplot lines that shade the checkpoints 'cks' of a panel: the write
+    phase grey (to xmax when it had not ended), the sync phase red."""
+    lines = ["unset object"]
+    for i, c in enumerate(cks):
+        end = c.get("end")
+        parts = [(c["start"], c["write_end"] if end else xmax, "#e0e0e0")]
+        if end:
+            parts.append((c["sync_start"], end, "#f4b0b0"))
+        for j, (a, b, color) in enumerate(parts):
+            lines.append(f"set object {2 * i + j + 1} rect from first {a}, graph 0 "
+                         f"to first {b}, graph 1 behind fc rgb '{color}' fs solid 1.0 noborder")
+    return lines
+
+
 def plot(png, runs, secs_of, ck_of):
     if not benchlib.have_gnuplot():
         return
@@ -319,16 +334,7 @@ def plot(png, runs, secs_of, ck_of):
                                           relwb=round(sum(f(r[f"cs_{c}_wb_mb"])
                                                           for c in rel), 1))
                                      for r in rows], ("t", "tps", "dirty", "reld", "relwb"))
-            script.append("unset object")
-            for i, c in enumerate(ck_of[k]):
-                end = c.get("end")
-                shades = [(c["start"], c["write_end"] if end else xmax, "#e0e0e0")]
-                if end:
-                    shades.append((c["sync_start"], end, "#f4b0b0"))
-                for j, (a, b, color) in enumerate(shades):
-                    script.append(f"set object {2 * i + j + 1} rect from first {a}, graph 0 "
-                                  f"to first {b}, graph 1 behind fc rgb '{color}' "
-                                  f"fs solid 1.0 noborder")
+            script += checkpoint_shades(ck_of[k], xmax)
             tps = [f(r["tps"]) for r in rows]
             med = statistics.median(tps)
             script.append(f"set title '{title(k)}: mean tps {statistics.mean(tps):.0f}, stall s "
@@ -478,16 +484,7 @@ def plot_breakdown(png, runs, secs_of, ck_of):
                 out.append(dict(t=f(r["t"]), tps=f(r["tps"]), fl=round(fl), fw=round(fl + fw),
                                 fd=round(fl + fw + fd), **cum))
             benchlib.write_dat(dat, out, keys)
-            shades = ["unset object"]
-            for i, c in enumerate(ck_of[k]):
-                end = c.get("end")
-                parts = [(c["start"], c["write_end"] if end else xmax, "#e0e0e0")]
-                if end:
-                    parts.append((c["sync_start"], end, "#f4b0b0"))
-                for j, (a, b, color) in enumerate(parts):
-                    shades.append(f"set object {2 * i + j + 1} rect from first {a}, graph 0 "
-                                  f"to first {b}, graph 1 behind fc rgb '{color}' "
-                                  f"fs solid 1.0 noborder")
+            shades = checkpoint_shades(ck_of[k], xmax)
             tps = [f(r["tps"]) for r in rows]
             script += shades + [
                 f"set title '{title(k)}: tps (mean {statistics.mean(tps):.0f}, median "
