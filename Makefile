@@ -37,12 +37,13 @@ help:
 	@echo "               loop device throttled like a cloud disk (3000 IOPS, 125 MB/s; root,"
 	@echo "               cgroup v1 blkio), buffered and debug_io_direct, series vs upstream"
 	@echo "               (scripts/bench_volume.py, BENCH_VOLUME_* settings; BENCH_VOLUME_DIR: a real disk)"
-	@echo "make deb       Debian packages: Debian's postgresql-18 source package + the series"
-	@echo "               (version <debian-version>+sortedckptN) and stock, postgresql-common; apt"
-	@echo "               repository in work/deb/repo (root: installs build dependencies; scripts/deb.sh)"
-	@echo "make deb-check install test of those packages (root; CHANGES THE SYSTEM'S PACKAGES):"
-	@echo "               stock -> series -> stock with a cluster, then Debian's autopkgtests"
-	@echo "               (scripts/deb-check.sh)"
+	@echo "make deb       Debian packages for Debian 12 and 13 (DEB_RELEASES=\"bookworm trixie\"; the"
+	@echo "               other release in a chroot): Debian's postgresql-18 source package + the series"
+	@echo "               (version <debian-version>+sortedckptN~debR) and stock; apt repositories in"
+	@echo "               work/deb/RELEASE/repo (root; scripts/deb-releases.sh, scripts/deb.sh)"
+	@echo "make deb-check install test of those packages on each release (root; CHANGES THE SYSTEM'S"
+	@echo "               PACKAGES): stock -> series -> stock with a cluster, the exporter scraped,"
+	@echo "               then Debian's autopkgtests (scripts/deb-check.sh)"
 	@echo "make deb-source  the series' Debian source package: our patches over Debian's (quilt push -a),"
 	@echo "               dpkg-source -b, version ordering; about a minute (.ci/run runs it; scripts/deb-source.sh)"
 	@echo "make rebase VERSION=18.7-1 [TARBALL=file] [APPLY=1]  move the series to another release:"
@@ -114,10 +115,10 @@ bench-volume:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh --volume
 
-# Debian packages (scripts/deb.sh; README.md, "Debian packages").  Not run by
-# .ci/run.
+# Debian packages for each release of DEB_RELEASES (scripts/deb-releases.sh
+# runs scripts/deb.sh here or in a chroot; DEBIAN.md).  Not run by .ci/run.
 deb:
-	@bash $(SCRIPTS)/deb.sh
+	@bash $(SCRIPTS)/deb-releases.sh deb.sh
 
 # The packaging check of .ci/run (scripts/deb-source.sh): the series' source
 # package built on Debian's (quilt push -a, dpkg-source -b), and its version.
@@ -131,7 +132,7 @@ rebase:
 	@bash $(SCRIPTS)/rebase.sh $(VERSION) $(if $(TARBALL),--tarball $(TARBALL)) $(if $(APPLY),--apply)
 
 # The install test (root, changes the system's packages: a throwaway machine),
-# after make deb (which does nothing when the packages are current).
+# after make deb (which does nothing when the packages are current), for each
+# release of DEB_RELEASES.
 deb-check:
-	@bash $(SCRIPTS)/deb.sh
-	@bash $(SCRIPTS)/deb-check.sh
+	@bash $(SCRIPTS)/deb-releases.sh deb.sh deb-check.sh

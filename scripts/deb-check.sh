@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# make deb-check: the install test of the Debian packages that `make deb`
-# built, written to be read as a how-to.  ROOT, and it CHANGES THE SYSTEM'S
-# PACKAGES: run it on a throwaway machine.  It drops and recreates the
-# cluster "18 main".
+# make deb-check, for the Debian release this runs on (deb-releases.sh runs
+# it on this machine and in a chroot of each other release): the install
+# test of the Debian packages that `make deb` built, written to be read as a
+# how-to.  ROOT, and it CHANGES THE SYSTEM'S PACKAGES: run it on a throwaway
+# machine.  It drops and recreates the cluster "18 main".
 #
-#   1. install the stock packages (work/deb/stock: Debian's postgresql-18
-#      18.6-3, rebuilt here unchanged; on a real server: Debian's or
+#   1. install the stock packages (work/deb/RELEASE/stock: Debian's
+#      postgresql-18 18.6-3, rebuilt here unchanged; on a real server:
 #      apt.postgresql.org's), create the cluster with pg_createcluster, load
 #      pgbench data, install contrib extensions, run a checkpoint;
-#   2. apt install the series' packages (work/deb/repo) over them, apt-mark
+#   2. apt install the series' packages (work/deb/RELEASE/repo) over them, apt-mark
 #      hold them; the cluster restarts under the series through
 #      postgresql-common's maintainer scripts; check data, the log, the
 #      extension pg_checkpoint_stats, pg_stat_progress_checkpoint, Debian's
@@ -24,7 +25,8 @@
 #
 # DEB_CHECK_STEPS (default "1 2 3 4") selects steps (2 and 3 need 1 first;
 # "1 2 3" is the install test alone).  Output: work/deb/check/ (logs, the
-# summary in summary.txt); times appended to work/deb/times.txt.
+# summary in summary.txt); times appended to work/deb/times.txt (both in
+# work/deb/RELEASE).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/deblib.sh"
 
@@ -45,13 +47,20 @@ SERIES_V=$(dpkg-deb -f "$deb" Version)
   msg "NOTE: work/deb/repo holds $SERIES_V, UPSTREAM's series is version $SERIES_VERSION (make deb rebuilds)"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
-echo "--- make deb-check $(date -u '+%F %T') UTC, steps: $STEPS" >> "$TIMES"
+echo "--- make deb-check $(date -u '+%F %T') UTC, $DEB_RELEASE, steps: $STEPS" >> "$TIMES"
 
 ok=0; bad=0
+pgcommon_v() { dpkg-query -W -f='${Version}' postgresql-common 2>/dev/null || echo none; }
+# the postgresql-common the packages bring (make deb builds sid's where the
+# release's is too old), or none: the release's stays
+REPO_PGC=$(ls "$DEB"/repo/postgresql-common_*_all.deb 2>/dev/null | head -1)
+REPO_PGC=${REPO_PGC:+$(dpkg-deb -f "$REPO_PGC" Version)}
 pass() { ok=$((ok + 1)); echo "  PASS  $*" | tee -a "$SUMMARY"; }
 fail() { bad=$((bad + 1)); echo "  FAIL  $*" | tee -a "$SUMMARY"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
 say() { echo "$*" | tee -a "$SUMMARY"; }
+say "$(. /etc/os-release && echo "$PRETTY_NAME"): series $SERIES_V, stock $STOCK_V"
+say "postgresql-common before the test: $(pgcommon_v)"
 step_t0=0
 step_begin() { step_t0=$(date +%s); say ""; say "== $*"; }
 step_end() { printf '%-40s %5d s\n' "deb-check: $1" $(( $(date +%s) - step_t0 )) | tee -a "$TIMES" "$SUMMARY" >&2; }
@@ -97,7 +106,7 @@ cat > "$LIST" <<EOF
 deb [trusted=yes] file:$DEB/repo ./
 deb [trusted=yes] file:$DEB/stock ./
 EOF
-chmod o+rx "$DEB" "$DEB/repo" "$DEB/stock"
+chmod o+rx "$DEB_ROOT" "$DEB" "$DEB/repo" "$DEB/stock"
 apt_update_local() {  # apt-get update of these two repositories only
   apt_log apt-get update -o Dir::Etc::SourceList="$LIST" -o Dir::Etc::SourceParts=/dev/null -o APT::Get::List-Cleanup=0 \
     -o Acquire::AllowReleaseInfoChange::Label=true
@@ -139,6 +148,7 @@ if [[ " $STEPS " = *" 1 "* ]]; then
   # shellcheck disable=SC2046
   apt_log apt-get install -y --allow-downgrades $(pinned "$STOCK_V" $SERVER_PKGS)
   check "installed postgresql-$MAJOR $STOCK_V" [ "$(dpkg-query -W -f='${Version}' "postgresql-$MAJOR")" = "$STOCK_V" ]
+  say "  postgresql-common: $(pgcommon_v)"
   pg_createcluster "$MAJOR" main --start -o shared_preload_libraries=pg_stat_statements -- --data-checksums > "$OUT/createcluster.log" 2>&1 ||
     { cat "$OUT/createcluster.log"; die "pg_createcluster failed"; }
   PSQL_PORT=$(pg_conftool -s "$MAJOR" main show port)
@@ -175,6 +185,7 @@ trgm_ok() {  # the pg_trgm index answers like a sequential scan
 if [[ " $STEPS " = *" 2 "* ]]; then
   step_begin "2. apt install the series ($SERIES_V) over stock"
   data_before=$(q "$DATA_SQL"); stats_before=$(q "$STATS_SQL"); pid_before=$(postmaster_pid)
+  pgc_before=$(pgcommon_v)
   apt_update_local
   # What a DBA runs (the repository line is in $LIST):
   #   apt install postgresql-18=VERSION postgresql-client-18=VERSION postgresql-18-jit=VERSION libpq5=VERSION
@@ -189,6 +200,11 @@ if [[ " $STEPS " = *" 2 "* ]]; then
     bash -c '[ "$1" = online ] && [ -n "$2" ] && [ "$2" != "$3" ]' _ "$(cluster_status)" "$(postmaster_pid)" "$pid_before"
   v=$(q 'SELECT version()'); say "  version(): $v"
   check "version() names $SERIES_V" grep -qF "(Debian $SERIES_V)" <<<"$v"
+  if [ -n "$REPO_PGC" ]; then
+    check "postgresql-common is the packages' $REPO_PGC (was $pgc_before)" [ "$(pgcommon_v)" = "$REPO_PGC" ]
+  else
+    check "postgresql-common is still $DEB_RELEASE's $pgc_before" [ "$(pgcommon_v)" = "$pgc_before" ]
+  fi
   check "data intact ($(q "$DATA_SQL"))" [ "$(q "$DATA_SQL")" = "$data_before" ]
   check "table statistics kept ($stats_before)" [ "$(q "$STATS_SQL")" = "$stats_before" ]
   q 'CHECKPOINT' >/dev/null
@@ -258,7 +274,7 @@ fi
 
 # ---------------------------------------------------------------- autopkgtests
 # Called as autopkgtest's null runner would: from the unpacked source
-# (a copy of what they read of work/deb/build/series/postgresql-18-18.6:
+# (a copy of what they read of $DEB/build/series/postgresql-18-18.6:
 # installcheck edits the regression files), with the test dependencies of debian/tests/control and
 # every binary package of the source installed, AUTOPKGTEST_TMP set.
 SRCTREE=$DEB/build/series/$DEBIAN_SOURCE_PACKAGE-$PG_VERSION
@@ -308,10 +324,11 @@ summarize_regress() {  # pg_regress's closing line
 if [[ " $STEPS " = *" 4 "* ]]; then
   step_begin "4. Debian's autopkgtests (debian/tests) against the installed series"
   t0=$(date +%s)
-  # debian/tests/control's Depends (tzdata-legacy is not in Debian 12; its
-  # zones are still in Debian 12's tzdata)
+  # debian/tests/control's Depends (tzdata-legacy | tzdata (<< 2023c-8):
+  # Debian 12 has no tzdata-legacy, and its tzdata still has those zones)
+  legacy=""; if apt-cache show tzdata-legacy >/dev/null 2>&1; then legacy=tzdata-legacy; fi
   apt_log apt-get install -y --no-install-recommends build-essential debhelper fakeroot hunspell-en-us iproute2 \
-    locales-all logrotate netcat-openbsd perl postgresql-common-dev procps
+    locales-all logrotate netcat-openbsd perl postgresql-common-dev procps $legacy
   apt_update_local
   # shellcheck disable=SC2046
   apt_log apt-get install -y $(pinned "$SERIES_V" $ALL_PKGS)

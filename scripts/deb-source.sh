@@ -16,8 +16,8 @@
 #      sorts above the stock packaging and below Debian's next revision and
 #      next minor release (deblib.sh, check_versions).
 #
-# Output: work/deb/build/source-check/ (the tree and the source package) and
-# its quilt.log; the steps' times appended to work/deb/times.txt.  Root installs
+# Output: work/deb/RELEASE/build/source-check/ (the tree and the source package) and
+# its quilt.log; the steps' times appended to work/deb/RELEASE/times.txt.  Root installs
 # dpkg-dev and quilt if missing; everything else runs as the build user.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/deblib.sh"

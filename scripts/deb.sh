@@ -1,59 +1,67 @@
 #!/usr/bin/env bash
-# make deb: Debian packages of the series, built from Debian's own
-# postgresql-18 source package on this machine's Debian release.
+# make deb, for the Debian release this runs on (deb-releases.sh runs it on
+# this machine and in a chroot of each other release): Debian packages of the
+# series, built from Debian's own postgresql-18 source package.
 #
-#   work/deb/repo/    the series' packages: postgresql-18, postgresql-client-18,
-#                     libpq5, -jit, PL/Perl, PL/Python, PL/Tcl, the -dev and
-#                     -dbgsym packages, version 18.6-3+sortedckptN
-#                     (N = SERIES_VERSION in UPSTREAM), postgresql-common
-#                     (sid's, >= 275) and the series' source package (.dsc);
-#                     a flat apt repository (Packages, Sources, Release):
-#                       deb [trusted=yes] file:/path/to/work/deb/repo ./
-#   work/deb/stock/   the same source without the series (version 18.6-3,
-#                     unchanged), with the same postgresql-common: what the
-#                     install test (make deb-check) starts from and rolls
-#                     back to
-#   work/deb/build/   unpacked sources and build logs
-#   work/deb/times.txt  how long each step took
+#   work/deb/RELEASE/ (bookworm, trixie)
+#     repo/     the series' packages: postgresql-18, postgresql-client-18,
+#               libpq5, -jit, PL/Perl, PL/Python, PL/Tcl, the -dev and
+#               -dbgsym packages, version 18.6-3+sortedckptN~debR
+#               (N = SERIES_VERSION in UPSTREAM, R = the release's number,
+#               deblib.sh), postgresql-common where the release's is too old
+#               (step 2), and the series' source package (.dsc); a flat apt
+#               repository (Packages, Sources, Release):
+#                 deb [trusted=yes] file:/path/to/work/deb/RELEASE/repo ./
+#     stock/    the same source without the series (version 18.6-3,
+#               unchanged), with the same postgresql-common: what the
+#               install test (make deb-check) starts from and rolls back to
+#     build/    unpacked sources and build logs
+#     times.txt how long each step took
 #
 # What it does:
 #  1. Downloads Debian's postgresql-18 source package (DEBIAN_SOURCE_VERSION
 #     in UPSTREAM, 18.6-3: the one whose orig tarball UPSTREAM pins; the
-#     tarball's sha256 is checked against UPSTREAM) and postgresql-common (sid's current
-#     version, >= 275) from Debian's archive, suite sid, through a private apt
-#     configuration in work/deb/apt (the system's apt setup is not touched;
-#     apt checks every file against the signed Sources index).
-#  2. Builds postgresql-common.  postgresql-18 needs postgresql-common >= 275
-#     and its build includes postgresql-common-dev's postgresql.mk; Debian 12
-#     has 248.  This is what the PostgreSQL apt repository does for Debian 12.
-#     The build then installs the built postgresql-common-dev on this machine
-#     (with postgresql-common and postgresql-client-common, which its Breaks
-#     require to be >= 269): the one change `make deb` makes to the system's
-#     packages besides installing build dependencies.
-#  3. Installs postgresql-18's build dependencies from the system's apt
-#     (Debian 12) with `apt-get build-dep` on the unpacked source.  Nothing in
-#     debian/rules needs more than Debian 12 has: llvm-dev and clang are
-#     unversioned in Build-Depends, so JIT is built with Debian 12's LLVM 14
-#     (PostgreSQL 18 supports 14 and later), as apt.postgresql.org does.
+#     tarball's sha256 is checked against UPSTREAM) from Debian's archive,
+#     suite DEBIAN_SUITE (sid), through a private apt configuration in
+#     work/deb/RELEASE/apt (the system's apt setup is not touched; apt checks
+#     every file against the signed Sources index).
+#  2. postgresql-common.  postgresql-18 needs postgresql-common >= 275, and
+#     its build includes postgresql-common-dev's postgresql.mk.
+#     - Debian 13 has 278: the release's own postgresql-common-dev is
+#       installed, and the packages do not replace the release's
+#       postgresql-common.
+#     - Debian 12 has 248: sid's current postgresql-common is downloaded
+#       (checked against the signed index), built, shipped in repo/ and
+#       stock/, and installed on the build machine (postgresql-common-dev,
+#       with postgresql-common and postgresql-client-common, which its Breaks
+#       require to be >= 269): the one change `make deb` makes to the
+#       system's packages besides build dependencies.  This is what the
+#       PostgreSQL apt repository does for Debian 12.  README.md, "Debian
+#       packages", says what this changes on a server.
+#  3. Installs postgresql-18's build dependencies from the release's archive
+#     (`apt-get build-dep` on the unpacked source).  The release has them
+#     all: llvm-dev and clang are unversioned in Build-Depends, so JIT is
+#     built with the release's LLVM (14 on Debian 12, 19 on Debian 13;
+#     PostgreSQL 18 supports 14 and later), as apt.postgresql.org does.
 #     tzdata-legacy (not in Debian 12) is a test-only build dependency
-#     (<!nocheck>): with DEB_BUILD_OPTIONS=nocheck the nocheck build profile is
-#     set too, so it is not needed.
+#     (<!nocheck>): with DEB_BUILD_OPTIONS=nocheck the nocheck build profile
+#     is set too, so it is not needed.
 #  4. Builds the stock packages: Debian's source, unchanged.
 #  5. Builds the series' packages: the same source, patches/*.patch (as they
 #     are now) copied into debian/patches/sorted-checkpoint/ and appended to
 #     debian/patches/series, a debian/changelog entry for version
-#     18.6-3+sortedckptN.  Debian's build passes
+#     18.6-3+sortedckptN~debR.  Debian's build passes
 #     --with-extra-version=" (Debian <version>)" to configure, so
-#     SELECT version() says "PostgreSQL 18.6 (Debian 18.6-3+sortedckptN) ...".
+#     SELECT version() says "PostgreSQL 18.6 (Debian 18.6-3+sortedckptN~debR) ...".
 #     Configure options are Debian's (postgresql-common's server/postgresql.mk):
 #     JIT/LLVM, PL/Perl, PL/Python, PL/Tcl, ICU, LZ4, zstd, liburing, ...
-#  6. Writes the apt indexes of work/deb/repo and work/deb/stock.
+#  6. Writes the apt indexes of repo/ and stock/.
 #
 # DEB_BUILD_OPTIONS defaults to "nocheck nodoc parallel=2"; set it to build
 # differently (without nocheck the build runs PostgreSQL's check-world, which
-# needs tzdata-legacy, i.e. a Debian 13 machine).  The builds run as the
-# unprivileged user pgbuild (as root), under nice/ionice.  A build is skipped
-# when its packages exist and its inputs (patches, options, versions) have not
+# needs tzdata-legacy, i.e. Debian 13).  The builds run as the unprivileged
+# user pgbuild (as root), under nice/ionice.  A build is skipped when its
+# packages exist and its inputs (patches, options, versions) have not
 # changed; DEB_REBUILD=1 forces it.  DEB_FLAVOURS="series" builds the series
 # alone (default "stock series").
 . "$(dirname "$0")/lib.sh"
@@ -65,7 +73,7 @@ for o in nocheck nodoc; do
 done
 export DEB_BUILD_PROFILES=${DEB_BUILD_PROFILES-${profiles//,/ }}
 NICE=(nice -n 19 ionice -c3)
-echo "--- make deb $(date -u '+%F %T') UTC, DEB_BUILD_OPTIONS='$DEB_BUILD_OPTIONS'" >> "$TIMES"
+echo "--- make deb $(date -u '+%F %T') UTC, $DEB_RELEASE, DEB_BUILD_OPTIONS='$DEB_BUILD_OPTIONS'" >> "$TIMES"
 if is_root; then
   ensure_builder
   chown -R "$BUILDER": "$DEB"
@@ -76,9 +84,21 @@ fi
 need_pkgs build-essential dpkg-dev fakeroot apt-utils xz-utils bzip2 ca-certificates
 
 # ---------------------------------------------------------------- 1. sources
-fetch_sources() {
-  fetch_pg_source
-  # postgresql-common: the newest in the suite, at least $PGCOMMON_MIN
+timed "fetch postgresql-18 source ($DEBIAN_SUITE)" fetch_pg_source
+
+# ------------------------------------------------------ 2. postgresql-common
+# the release's own, when new enough (apt-cache madison: the archive's
+# versions, not what this machine has installed)
+if is_root; then apt_updated; fi
+PGC_RELEASE=$(apt-cache madison postgresql-common-dev 2>/dev/null | awk -F' *[|] *' '{print $2}' | sort -V | tail -1)
+if [ -n "${DEB_PGCOMMON_VERSION:-}" ] || [ -z "$PGC_RELEASE" ] || dpkg --compare-versions "$PGC_RELEASE" lt "$PGCOMMON_MIN"; then
+  PGC_BUILD=1
+else
+  PGC_BUILD=
+  PGC_VERSION=$PGC_RELEASE
+fi
+fetch_common() {
+  # the newest in the suite, at least $PGCOMMON_MIN
   PGC_VERSION=${DEB_PGCOMMON_VERSION:-$(pcache showsrc postgresql-common | sed -n 's/^Version: //p' | sort -V | tail -1)}
   [ -n "$PGC_VERSION" ] || die "no postgresql-common source in $DEBIAN_SUITE"
   dpkg --compare-versions "$PGC_VERSION" ge "$PGCOMMON_MIN" ||
@@ -97,15 +117,12 @@ fetch_sources() {
   [ -n "$want" ] || die "postgresql-common $PGC_VERSION is not in the archive's Sources index"
   [ "$(sha256sum "$tar" | cut -d' ' -f1)" = "$want" ] ||
     die "$tar does not match the archive's Sources index"
-  echo "$PGC_VERSION" > "$SRC/postgresql-common.version"
 }
-timed "fetch sources (Debian sid)" fetch_sources
-PGC_VERSION=$(cat "$SRC/postgresql-common.version")
-if is_root; then chown -R "$BUILDER": "$DEB"; fi
-
-# ------------------------------------------------------ 2. postgresql-common
 CB=$DEB/build/common
-common_debs() { ls "$CB"/postgresql-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-client-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-common-dev_"$PGC_VERSION"_all.deb 2>/dev/null; }
+common_debs() {
+  [ -n "$PGC_BUILD" ] || return 0
+  ls "$CB"/postgresql-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-client-common_"$PGC_VERSION"_all.deb "$CB"/postgresql-common-dev_"$PGC_VERSION"_all.deb 2>/dev/null
+}
 build_common() {
   need_pkgs debhelper
   rm -rf "$CB"; mkdir -p "$CB"
@@ -119,12 +136,6 @@ build_common() {
       "${NICE[@]}" dpkg-buildpackage -us -uc -b) > "$CB/build.log" 2>&1 ||
     { tail -40 "$CB/build.log" >&2; die "postgresql-common build failed (log: $CB/build.log)"; }
 }
-if [ -n "${DEB_REBUILD:-}" ] || [ "$(common_debs | wc -l)" != 3 ]; then
-  timed "build postgresql-common $PGC_VERSION" build_common
-else
-  msg "postgresql-common $PGC_VERSION: packages exist (DEB_REBUILD=1 rebuilds)"
-fi
-
 # postgresql-18's debian/rules includes postgresql-common-dev's postgresql.mk
 install_common_dev() {
   is_root || die "postgresql-common-dev >= $PGCOMMON_MIN is needed to build; as root: apt-get install $(common_debs | tr '\n' ' ')"
@@ -133,9 +144,21 @@ install_common_dev() {
   apt-get install -y -q --no-install-recommends $(common_debs) >> "$DEB/apt-install.log" 2>&1 ||
     { tail -20 "$DEB/apt-install.log" >&2; die "apt-get install of postgresql-common failed"; }
 }
-have=$(dpkg-query -W -f='${Version}' postgresql-common-dev 2>/dev/null || true)
-if [ -z "$have" ] || dpkg --compare-versions "$have" lt "$PGCOMMON_MIN"; then
-  timed "install postgresql-common-dev $PGC_VERSION" install_common_dev
+if [ -z "$PGC_BUILD" ]; then
+  msg "postgresql-common $PGC_VERSION: $DEB_RELEASE's own"
+  need_pkgs postgresql-common-dev
+else
+  timed "fetch postgresql-common ($DEBIAN_SUITE)" fetch_common
+  if is_root; then chown -R "$BUILDER": "$DEB"; fi
+  if [ -n "${DEB_REBUILD:-}" ] || [ "$(common_debs | wc -l)" != 3 ]; then
+    timed "build postgresql-common $PGC_VERSION" build_common
+  else
+    msg "postgresql-common $PGC_VERSION: packages exist (DEB_REBUILD=1 rebuilds)"
+  fi
+  have=$(dpkg-query -W -f='${Version}' postgresql-common-dev 2>/dev/null || true)
+  if [ -z "$have" ] || dpkg --compare-versions "$have" lt "$PGCOMMON_MIN"; then
+    timed "install postgresql-common-dev $PGC_VERSION" install_common_dev
+  fi
 fi
 
 # -------------------------------------------- 3.-5. postgresql-18, two flavours
@@ -184,7 +207,8 @@ done
 make_repo() {  # $1: dir, $2: flavour
   local r=$1 b=$DEB/build/$2
   rm -rf "$r"; mkdir -p "$r"
-  cp $(common_debs) "$r/"
+  # shellcheck disable=SC2046
+  [ -z "$PGC_BUILD" ] || cp $(common_debs) "$r/"
   cp "$b"/*.deb "$r/"
   if [ "$2" = series ]; then
     cp "$b"/*.dsc "$b"/*.debian.tar.* "$r/"
@@ -202,12 +226,12 @@ make_repo() {  # $1: dir, $2: flavour
 if is_root; then chown -R "$BUILDER": "$DEB"; fi
 
 echo
-echo "Packages (work/deb/repo; apt line: deb [trusted=yes] file:$DEB/repo ./):"
+echo "Packages for $DEB_RELEASE (apt line: deb [trusted=yes] file:$DEB/repo ./):"
 for f in "$DEB"/repo/*.deb; do
   [ -e "$f" ] || continue
   case $f in *-dbgsym_*) continue;; esac
   printf '  %-28s %s\n' "$(dpkg-deb -f "$f" Package)" "$(dpkg-deb -f "$f" Version)"
 done
-echo "Stock packages for the install test: work/deb/stock ($STOCK_DEB_VERSION)"
-echo "Times (work/deb/times.txt):"
+echo "Stock packages for the install test: $DEB/stock ($STOCK_DEB_VERSION)"
+echo "Times ($TIMES):"
 sed -n '/^--- make deb/h; /^--- make deb/!H; ${x;p}' "$TIMES" | sed 1d | sed 's/^/  /'

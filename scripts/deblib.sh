@@ -3,13 +3,26 @@
 # lib.sh: where the packages go, their versions, and the steps that fetch,
 # unpack and patch Debian's source package.  Versions come from UPSTREAM.
 
-DEB=$WORK/deb
+# The scripts build for the Debian release they run on: this machine's, or
+# a chroot's (deb-releases.sh runs them there for the other releases).
+# DEB_RELEASE_NUM is the release's major version (12 bookworm, 13 trixie).
+DEB_RELEASE=$(. /etc/os-release && echo "${VERSION_CODENAME:?/etc/os-release has no VERSION_CODENAME}")
+DEB_RELEASE_NUM=$(. /etc/os-release && echo "${VERSION_ID%%.*}")
+case $DEB_RELEASE_NUM in
+  '' | *[!0-9]*) die "$DEB_RELEASE has no numeric VERSION_ID in /etc/os-release (testing or sid?): build on a stable release";;
+esac
+DEB_ROOT=$WORK/deb
+DEB=$DEB_ROOT/$DEB_RELEASE
 SRCPKG=$DEBIAN_SOURCE_PACKAGE
 STOCK_DEB_VERSION=$DEBIAN_SOURCE_VERSION
 SERIES_TAG=sortedckpt$SERIES_VERSION
-# sorts above the stock packaging and below Debian's next revision or release
-# (check_versions)
-SERIES_DEB_VERSION=$STOCK_DEB_VERSION+$SERIES_TAG
+# The series' version: 18.6-3+sortedckptN~debR.  "+sortedckptN" sorts above
+# the stock packaging and below Debian's next revision or release; "~debR"
+# (R = the release's number) tells the builds of one source for two releases
+# apart, and sorts the older release's below the newer one's, so that a
+# release upgrade moves to the newer release's build (check_versions).
+series_deb_version() { echo "$STOCK_DEB_VERSION+$SERIES_TAG~deb$1"; }
+SERIES_DEB_VERSION=$(series_deb_version "$DEB_RELEASE_NUM")
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 # (deb.sh's builds; add_series records it in the changelog)
 export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS-nocheck nodoc parallel=2}
@@ -118,20 +131,32 @@ add_series() {
   rm -f "$DEB/changelog.new"
 }
 
-# check_versions VERSION: the series' package version sorts above the stock
-# packaging it is built from (apt installs it over stock) and below Debian's
-# next revision and next minor release (which then replace it, unless held:
-# DEBIAN.md); prints what it compared, returns 1 on the first violation
+# check_versions VERSION: the series' package version sorts
+#  - above the stock packaging it is built from, and above the PostgreSQL apt
+#    repository's build of the same release for this Debian release
+#    (18.6-1.pgdgR+1): apt installs it over either;
+#  - below Debian's next revision and next minor release, and the apt
+#    repository's next minor release: they replace it, unless held (DEBIAN.md);
+#  - above the previous series on any release, and between the same series'
+#    builds for the previous and the next Debian release (a release upgrade
+#    moves to the newer release's build).
+# Prints what it compared; returns 1 if any comparison fails.
 check_versions() {
-  local v=$1 rev=${STOCK_DEB_VERSION##*-} minor=${PG_VERSION#*.} next_rev next_minor
+  local v=$1 rev=${STOCK_DEB_VERSION##*-} minor=${PG_VERSION#*.} next_rev next_minor next_pgdg r=$DEB_RELEASE_NUM
   next_rev=${STOCK_DEB_VERSION%-*}-$(( ${rev%%[!0-9]*} + 1 ))
-  next_minor=$PG_MAJOR.$(( ${minor%%[!0-9]*} + 1 ))-1
+  next_minor=$PG_MAJOR.$(( ${minor%%[!0-9]*} + 1 ))
   local ok=0
   cmp_v() {
     if dpkg --compare-versions "$1" "$2" "$3"; then echo "  $1 $2 $3: yes"; else echo "  $1 $2 $3: NO"; ok=1; fi
   }
   cmp_v "$v" gt "$STOCK_DEB_VERSION"
+  cmp_v "$v" gt "$PG_VERSION-1.pgdg$r+1"
   cmp_v "$v" lt "$next_rev"
-  cmp_v "$v" lt "$next_minor"
+  cmp_v "$v" lt "$next_minor-1"
+  cmp_v "$v" lt "$next_minor-1.pgdg$r+1"
+  cmp_v "$v" gt "$STOCK_DEB_VERSION+sortedckpt$((SERIES_VERSION - 1))"
+  cmp_v "$v" gt "$STOCK_DEB_VERSION+sortedckpt$((SERIES_VERSION - 1))~deb$((r + 1))"
+  cmp_v "$v" gt "$(series_deb_version $((r - 1)))"
+  cmp_v "$v" lt "$(series_deb_version $((r + 1)))"
   return $ok
 }

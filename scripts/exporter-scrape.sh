@@ -15,7 +15,9 @@
 # (the caller runs this as that user, e.g. runuser -u postgres), scrapes
 # /metrics, prints the checkpoint metrics and checks: the metric names of the
 # queries file, a running checkpoint's phase label and non-zero progress, no
-# error loading the file.  Exit 0 when every check passes.
+# error loading the file and, where the exporter has it (0.17.1), its own
+# stat_checkpointer collector beside the file.  Exit 0 when every check
+# passes.
 set -euo pipefail
 QUERIES=${1:?queries file}; DSN=${2:?libpq connection string}; OUT=${3:?output directory}
 PORT=${EXPORTER_PORT:-19187}
@@ -36,7 +38,11 @@ done
 [ -n "$seen" ] || { echo "FAIL: no checkpoint with processed buffers within 90 s" >&2; exit 1; }
 echo "checkpoint running: $seen"
 
-DATA_SOURCE_NAME=$DSN "$EXPORTER" --extend.query-path="$QUERIES" \
+# the exporter's own collector of pg_stat_checkpointer (0.17.1 has it, off
+# by default; 0.11.1 has not): on, to check it works beside the file
+own=()
+if "$EXPORTER" --help 2>&1 | grep -q -- '--collector.stat_checkpointer'; then own=(--collector.stat_checkpointer); fi
+DATA_SOURCE_NAME=$DSN "$EXPORTER" --extend.query-path="$QUERIES" "${own[@]}" \
   --web.listen-address="127.0.0.1:$PORT" > "$OUT/exporter.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true' EXIT
@@ -51,7 +57,7 @@ PY
   sleep 0.2
 done
 [ -s "$metrics" ] || { cat "$OUT/exporter.log" >&2; echo "FAIL: no answer from the exporter" >&2; exit 1; }
-grep -E '^pg_checkpoint_(stats|progress)_' "$metrics" | sed 's/^/  /'
+grep -E '^pg_checkpoint_(stats|progress)_|^pg_stat_checkpointer_' "$metrics" | sed 's/^/  /'
 
 bad=0
 expect() {  # expect "what" grep-regex
@@ -75,6 +81,10 @@ done
 expect "progress carries the phase label" '^pg_checkpoint_progress_buffers_processed\{.*phase="[a-z ]+"'
 expect "a non-zero progress value (buffers processed)" '^pg_checkpoint_progress_buffers_processed\{[^}]*\} [1-9]'
 expect "the queries file loaded without error" '^pg_exporter_user_queries_load_error\{[^}]*\} 0$'
+if [ ${#own[@]} -gt 0 ]; then
+  expect "the exporter's own stat_checkpointer collector beside the file" '^pg_scrape_collector_success\{collector="stat_checkpointer"\} 1$'
+  expect "its pg_stat_checkpointer_buffers_written_total" '^pg_stat_checkpointer_buffers_written_total [0-9]'
+fi
 if grep -qiE 'error' "$OUT/exporter.log"; then
   echo "  NOTE  the exporter logged errors (its default collectors may not know PostgreSQL 18):"
   grep -iE 'error' "$OUT/exporter.log" | sort | uniq -c | sort -rn | head -5 | sed 's/^/        /'
