@@ -31,6 +31,10 @@ PASS_ENV="DEB_BUILD_OPTIONS DEB_BUILD_PROFILES DEB_REBUILD DEB_FLAVOURS DEB_CHEC
   DEBFULLNAME DEBEMAIL PG_BUILDER EXPORTER_PORT"
 
 chroot_dir() { echo "$WORK/deb/chroot/$1"; }
+# this machine's apt settings for reaching the archive (a proxy; on a mirror
+# frozen in time, Check-Valid-Until "false"), for mmdebstrap and the chroot's
+# apt, including the private apt configuration deb.sh uses there
+machine_acquire() { grep -hs '^ *Acquire::' /etc/apt/apt.conf /etc/apt/apt.conf.d/* || true; }
 
 make_chroot() {  # RELEASE
   local r=$1 ch
@@ -40,7 +44,10 @@ make_chroot() {  # RELEASE
   if [ ! -x "$ch/usr/bin/apt-get" ]; then
     command -v mmdebstrap >/dev/null || { apt-get update -qq; apt-get install -y -q --no-install-recommends mmdebstrap >/dev/null; }
     rm -rf "$ch.new"; mkdir -p "$(dirname "$ch")"
-    mmdebstrap --variant=buildd --mode=root \
+    local aptopt=() acq
+    acq=$(machine_acquire | tr '\n' ' ')
+    [ -z "$acq" ] || aptopt=(--aptopt="$acq")
+    mmdebstrap --variant=buildd --mode=root "${aptopt[@]}" \
       --include=ca-certificates,debian-archive-keyring,apt-utils,fakeroot,procps,iproute2,util-linux \
       "$r" "$ch.new" \
       "deb $MIRROR $r main" "deb $MIRROR $r-updates main" "deb $SECURITY_MIRROR $r-security main" \
@@ -49,6 +56,7 @@ make_chroot() {  # RELEASE
     mv "$ch.new" "$ch"
   fi
   cp /etc/resolv.conf "$ch/etc/resolv.conf"
+  machine_acquire > "$ch/etc/apt/apt.conf.d/99this-machine"
   # the build user, with this machine's uid: it owns work/deb/RELEASE on
   # both sides of the bind mount
   ensure_builder
