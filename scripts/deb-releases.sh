@@ -34,7 +34,7 @@ chroot_dir() { echo "$WORK/deb/chroot/$1"; }
 # this machine's apt settings for reaching the archive (a proxy; on a mirror
 # frozen in time, Check-Valid-Until "false"), for mmdebstrap and the chroot's
 # apt, including the private apt configuration deb.sh uses there
-machine_acquire() { grep -hs '^ *Acquire::' /etc/apt/apt.conf /etc/apt/apt.conf.d/* || true; }
+machine_acquire() { apt-config dump | grep -E '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy|Retries)( |::)' || true; }
 
 make_chroot() {  # RELEASE
   local r=$1 ch
