@@ -194,6 +194,15 @@ if [[ " $STEPS " = *" 2 "* ]]; then
   apt_log apt-get install -y $(pinned "$SERIES_V" $SERVER_PKGS)
   # shellcheck disable=SC2086
   apt_log apt-mark hold $SERVER_PKGS
+  # The other way to keep the series (DEBIAN.md): an apt preference for its
+  # repository's Label, which keeps its versions over other repositories'
+  # (a later minor release) and lets the series' own updates in.  Checked
+  # with a preferences file of its own, not left on the machine.
+  prefs=$OUT/preferences
+  printf 'Package: *\nPin: release l=%s\nPin-Priority: 990\n' "$SERIES_LABEL" > "$prefs"
+  pol=$(apt-cache -o Dir::Etc::Preferences="$prefs" -o Dir::Etc::PreferencesParts=/dev/null policy "postgresql-$MAJOR")
+  check "an apt pin of the series' Label ('$SERIES_LABEL') gives its versions priority 990" \
+    bash -c 'grep -qE "^ +990 file:" <<<"$1" && grep -qE "^  Candidate: $2\$" <<<"$1"' _ "$pol" "$SERIES_V"
   check "installed postgresql-$MAJOR $SERIES_V, held" \
     bash -c '[ "$(dpkg-query -W -f="\${Version}" "$1")" = "$2" ] && apt-mark showhold | grep -qx "$1"' _ "postgresql-$MAJOR" "$SERIES_V"
   check "cluster restarted by the packages (postmaster pid $pid_before -> $(postmaster_pid))" \

@@ -220,9 +220,8 @@ make_repo() {  # $1: dir, $2: flavour
     if ls ./*.dsc >/dev/null 2>&1; then dpkg-scansources . /dev/null 2>/dev/null > Sources; gzip -9nk Sources; fi &&
     apt-ftparchive -o "APT::FTPArchive::Release::Label=$3" release . > Release.new && mv Release.new Release)
 }
-# constant Labels: apt update refuses a repository whose Label changed
-[ -z "${FLAVOURS##*series*}" ] && make_repo "$DEB/repo" series "PostgreSQL sorted-checkpoint series"
-[ -z "${FLAVOURS##*stock*}" ] && make_repo "$DEB/stock" stock "PostgreSQL stock, rebuilt from Debian source"
+[ -z "${FLAVOURS##*series*}" ] && make_repo "$DEB/repo" series "$SERIES_LABEL"
+[ -z "${FLAVOURS##*stock*}" ] && make_repo "$DEB/stock" stock "$STOCK_LABEL"
 if is_root; then chown -R "$BUILDER": "$DEB"; fi
 
 echo

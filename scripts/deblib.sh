@@ -23,6 +23,11 @@ SERIES_TAG=sortedckpt$SERIES_VERSION
 # release upgrade moves to the newer release's build (check_versions).
 series_deb_version() { echo "$STOCK_DEB_VERSION+$SERIES_TAG~deb$1"; }
 SERIES_DEB_VERSION=$(series_deb_version "$DEB_RELEASE_NUM")
+# the Labels of make deb's apt repositories (Release files): constant, since
+# apt update refuses a repository whose Label changed; an apt pin names the
+# series' (DEBIAN.md)
+SERIES_LABEL="PostgreSQL sorted-checkpoint series"
+STOCK_LABEL="PostgreSQL stock, rebuilt from Debian source"
 export DEBIAN_FRONTEND=noninteractive LC_ALL=C.UTF-8
 # (deb.sh's builds; add_series records it in the changelog)
 export DEB_BUILD_OPTIONS=${DEB_BUILD_OPTIONS-nocheck nodoc parallel=2}
