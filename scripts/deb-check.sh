@@ -24,7 +24,7 @@
 #      stock packages, to tell the series' failures from the stock ones.
 #
 # DEB_CHECK_STEPS (default "1 2 3 4") selects steps (2 and 3 need 1 first;
-# "1 2 3" is the install test alone).  Output: work/deb/check/ (logs, the
+# "1 2 3" is the install test alone).  Output: work/deb/RELEASE/check/ (logs, the
 # summary in summary.txt); times appended to work/deb/times.txt (both in
 # work/deb/RELEASE).
 . "$(dirname "$0")/lib.sh"
@@ -38,13 +38,14 @@ MAJOR=$PG_MAJOR
 for r in repo stock; do
   [ -f "$DEB/$r/Packages" ] || die "$DEB/$r/Packages missing: run make deb first"
 done
-# the series' version is the one work/deb/repo holds (make deb-check runs make
+# the series' version is the one $DEB/repo holds (make deb-check runs make
 # deb first, which rebuilds it when patches/ or SERIES_VERSION changed)
-deb=$(ls "$DEB"/repo/postgresql-"$MAJOR"_"$STOCK_V"+sortedckpt*_*.deb 2>/dev/null | head -1)
-[ -n "$deb" ] || die "work/deb/repo has no postgresql-$MAJOR $STOCK_V+sortedckptN: run make deb"
+deb=
+for f in "$DEB"/repo/postgresql-"$MAJOR"_"$STOCK_V"+sortedckpt*_*.deb; do [ -e "$f" ] && deb=$f; break; done
+[ -n "$deb" ] || die "$DEB/repo has no postgresql-$MAJOR $STOCK_V+sortedckptN: run make deb"
 SERIES_V=$(dpkg-deb -f "$deb" Version)
 [ "$SERIES_V" = "$SERIES_DEB_VERSION" ] ||
-  msg "NOTE: work/deb/repo holds $SERIES_V, UPSTREAM's series is version $SERIES_VERSION (make deb rebuilds)"
+  msg "NOTE: $DEB/repo holds $SERIES_V, UPSTREAM's series is version $SERIES_VERSION (make deb rebuilds)"
 rm -rf "$OUT"; mkdir -p "$OUT"
 SUMMARY=$OUT/summary.txt
 echo "--- make deb-check $(date -u '+%F %T') UTC, $DEB_RELEASE, steps: $STEPS" >> "$TIMES"
@@ -53,8 +54,8 @@ ok=0; bad=0
 pgcommon_v() { dpkg-query -W -f='${Version}' postgresql-common 2>/dev/null || echo none; }
 # the postgresql-common the packages bring (make deb builds sid's where the
 # release's is too old), or none: the release's stays
-REPO_PGC=$(ls "$DEB"/repo/postgresql-common_*_all.deb 2>/dev/null | head -1)
-REPO_PGC=${REPO_PGC:+$(dpkg-deb -f "$REPO_PGC" Version)}
+REPO_PGC=
+for f in "$DEB"/repo/postgresql-common_*_all.deb; do [ -e "$f" ] && REPO_PGC=$(dpkg-deb -f "$f" Version); break; done
 pass() { ok=$((ok + 1)); echo "  PASS  $*" | tee -a "$SUMMARY"; }
 fail() { bad=$((bad + 1)); echo "  FAIL  $*" | tee -a "$SUMMARY"; }
 check() { local what=$1; shift; if "$@"; then pass "$what"; else fail "$what"; fi; }
@@ -101,7 +102,7 @@ fi
 
 # Both repositories, as a DBA would list them.  On a server the stock packages
 # come from Debian or apt.postgresql.org, already configured; here they are
-# work/deb/stock.  [trusted=yes]: these local repositories are not signed.
+# work/deb/RELEASE/stock.  [trusted=yes]: these local repositories are not signed.
 cat > "$LIST" <<EOF
 deb [trusted=yes] file:$DEB/repo ./
 deb [trusted=yes] file:$DEB/stock ./
@@ -202,7 +203,7 @@ if [[ " $STEPS " = *" 2 "* ]]; then
   printf 'Package: *\nPin: release l=%s\nPin-Priority: 990\n' "$SERIES_LABEL" > "$prefs"
   pol=$(apt-cache -o Dir::Etc::Preferences="$prefs" -o Dir::Etc::PreferencesParts=/dev/null policy "postgresql-$MAJOR")
   check "an apt pin of the series' Label ('$SERIES_LABEL') gives its versions priority 990" \
-    bash -c 'grep -qE "^ +990 file:" <<<"$1" && grep -qE "^  Candidate: $2\$" <<<"$1"' _ "$pol" "$SERIES_V"
+    bash -c 'grep -qE "^ +990 file:" <<<"$1" && grep -qxF "  Candidate: $2" <<<"$1"' _ "$pol" "$SERIES_V"
   check "installed postgresql-$MAJOR $SERIES_V, held" \
     bash -c '[ "$(dpkg-query -W -f="\${Version}" "$1")" = "$2" ] && apt-mark showhold | grep -qx "$1"' _ "postgresql-$MAJOR" "$SERIES_V"
   check "cluster restarted by the packages (postmaster pid $pid_before -> $(postmaster_pid))" \

@@ -18,8 +18,9 @@
 # cluster this machine runs on the ports the install test uses (5432-5439)
 # is stopped for the chroot's install test and started again after it.
 #
-# Root only for the chroots (mmdebstrap, mount, chroot).  DEB_CHROOT_REFRESH=1
-# makes a release's chroot again from scratch.
+# Root only for the chroots (mmdebstrap, mount, chroot): not as root, the
+# other releases are skipped, with a note.  DEB_CHROOT_REFRESH=1 makes a
+# release's chroot again from scratch.
 . "$(dirname "$0")/lib.sh"
 [ $# -gt 0 ] || die "usage: $0 SCRIPT... (deb.sh, deb-check.sh)"
 RELEASES=${DEB_RELEASES:-bookworm trixie}
@@ -34,7 +35,7 @@ chroot_dir() { echo "$WORK/deb/chroot/$1"; }
 # this machine's apt settings for reaching the archive (a proxy; on a mirror
 # frozen in time, Check-Valid-Until "false"), for mmdebstrap and the chroot's
 # apt, including the private apt configuration deb.sh uses there
-machine_acquire() { apt-config dump | grep -E '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy|Retries)( |::)' || true; }
+machine_acquire() { apt-config dump | grep -iE '^Acquire::(Check-Valid-Until|Check-Date|https?::Proxy|Retries)( |::)' || true; }
 
 make_chroot() {  # RELEASE
   local r=$1 ch
@@ -66,8 +67,10 @@ make_chroot() {  # RELEASE
     chroot "$ch" useradd --create-home --shell /bin/bash --uid "$uid" "$BUILDER"
   [ "$(chroot "$ch" id -u "$BUILDER")" = "$uid" ] ||
     die "user $BUILDER has uid $(chroot "$ch" id -u "$BUILDER") in $ch, $uid here; DEB_CHROOT_REFRESH=1 makes the chroot again"
-  chroot "$ch" apt-get update -qq 2>&1 | grep -v '^N: ' >&2 || true
-  chroot "$ch" env DEBIAN_FRONTEND=noninteractive apt-get -y -q upgrade > "$WORK/deb/chroot/$r.upgrade.log" 2>&1 ||
+  chroot "$ch" apt-get update -q > "$WORK/deb/chroot/$r.update.log" 2>&1 ||
+    { tail -20 "$WORK/deb/chroot/$r.update.log" >&2; die "apt-get update in the $r chroot failed"; }
+  chroot "$ch" env DEBIAN_FRONTEND=noninteractive apt-get -y -q \
+    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold upgrade > "$WORK/deb/chroot/$r.upgrade.log" 2>&1 ||
     { tail -20 "$WORK/deb/chroot/$r.upgrade.log" >&2; die "apt-get upgrade in the $r chroot failed"; }
 }
 
@@ -99,7 +102,10 @@ in_chroot() {  # RELEASE SCRIPT
   for v in $PASS_ENV; do
     if [ -n "${!v+set}" ]; then envs+=("$v=${!v}"); fi
   done
-  [ "$script" != deb-check.sh ] || stop_host_clusters
+  if [ "$script" = deb-check.sh ]; then
+    trap start_host_clusters EXIT
+    stop_host_clusters
+  fi
   # shellcheck disable=SC2016
   unshare --mount --propagation private bash -euc '
     ch=$1 top=$2 work=$3; shift 3
@@ -117,13 +123,20 @@ in_chroot() {  # RELEASE SCRIPT
     exit $rc
   ' _ "$ch" "$TOP" "$WORK" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 TERM="${TERM:-dumb}" \
       WORK="$WORK" "${envs[@]}" bash "$TOP/scripts/$script" || rc=$?
-  [ "$script" != deb-check.sh ] || start_host_clusters
+  if [ "$script" = deb-check.sh ]; then
+    start_host_clusters
+    trap - EXIT
+  fi
   return $rc
 }
 
 for r in $RELEASES; do
   msg "=== $r"
   if [ "$r" != "$HOST_RELEASE" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      msg "NOTE: $r skipped: building for it takes a chroot, i.e. root (DEB_RELEASES=$HOST_RELEASE builds this machine's alone)"
+      continue
+    fi
     t0=$(date +%s)
     make_chroot "$r"
     mkdir -p "$WORK/deb/$r"

@@ -7,7 +7,7 @@
 # a chroot's (deb-releases.sh runs them there for the other releases).
 # DEB_RELEASE_NUM is the release's major version (12 bookworm, 13 trixie).
 DEB_RELEASE=$(. /etc/os-release && echo "${VERSION_CODENAME:?/etc/os-release has no VERSION_CODENAME}")
-DEB_RELEASE_NUM=$(. /etc/os-release && echo "${VERSION_ID%%.*}")
+DEB_RELEASE_NUM=$(. /etc/os-release && v=${VERSION_ID:-}; echo "${v%%.*}")
 case $DEB_RELEASE_NUM in
   '' | *[!0-9]*) die "$DEB_RELEASE has no numeric VERSION_ID in /etc/os-release (testing or sid?): build on a stable release";;
 esac
@@ -147,7 +147,7 @@ add_series() {
 #    moves to the newer release's build).
 # Prints what it compared; returns 1 if any comparison fails.
 check_versions() {
-  local v=$1 rev=${STOCK_DEB_VERSION##*-} minor=${PG_VERSION#*.} next_rev next_minor next_pgdg r=$DEB_RELEASE_NUM
+  local v=$1 rev=${STOCK_DEB_VERSION##*-} minor=${PG_VERSION#*.} next_rev next_minor r=$DEB_RELEASE_NUM
   next_rev=${STOCK_DEB_VERSION%-*}-$(( ${rev%%[!0-9]*} + 1 ))
   next_minor=$PG_MAJOR.$(( ${minor%%[!0-9]*} + 1 ))
   local ok=0

@@ -41,7 +41,8 @@ echo "checkpoint running: $seen"
 # the exporter's own collector of pg_stat_checkpointer (0.17.1 has it, off
 # by default; 0.11.1 has not): on, to check it works beside the file
 own=()
-if "$EXPORTER" --help 2>&1 | grep -q -- '--collector.stat_checkpointer'; then own=(--collector.stat_checkpointer); fi
+help=$("$EXPORTER" --help 2>&1 || true)
+if grep -q -- '--collector.stat_checkpointer' <<<"$help"; then own=(--collector.stat_checkpointer); fi
 DATA_SOURCE_NAME=$DSN "$EXPORTER" --extend.query-path="$QUERIES" "${own[@]}" \
   --web.listen-address="127.0.0.1:$PORT" > "$OUT/exporter.log" 2>&1 &
 pid=$!
