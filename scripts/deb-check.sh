@@ -348,6 +348,10 @@ if [[ " $STEPS " = *" 4 "* ]]; then
   rs=$(cat "$OUT/series-run-testsuite.rc"); ri=$(cat "$OUT/series-installcheck.rc")
   say "  run-testsuite (series): exit $rs; $(summarize_testsuite "$OUT/series-run-testsuite.log")"
   say "  installcheck (series):  exit $ri; $(summarize_regress "$OUT/series-installcheck.log")"
+  # a test bed that cannot run the tests fails for stock as well: that must
+  # not pass as "fails under stock too"
+  check "run-testsuite ran its test files" [ "$(grep -c '^### PostgreSQL test' "$OUT/series-run-testsuite.log")" -gt 0 ]
+  check "installcheck ran the regression tests" [ -n "$(summarize_regress "$OUT/series-installcheck.log")" ]
   if [ "$rs" != 0 ] || [ "$ri" != 0 ]; then
     say "  failures: the failed tests again, against the stock packages ($STOCK_V)"
     # shellcheck disable=SC2046

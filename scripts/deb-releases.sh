@@ -109,6 +109,9 @@ in_chroot() {  # RELEASE SCRIPT
   # shellcheck disable=SC2016
   unshare --mount --propagation private bash -euc '
     ch=$1 top=$2 work=$3; shift 3
+    # the chroot'"'"'s / a mount point, as on a machine: unshare --mount
+    # in it (the autopkgtests'"'"' testbed) changes the propagation of /
+    mount --bind "$ch" "$ch"
     for d in "$top" "$work"; do mkdir -p "$ch$d"; mount --bind "$d" "$ch$d"; done
     mount -t proc proc "$ch/proc"
     mount --rbind /sys "$ch/sys"
