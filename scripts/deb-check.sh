@@ -51,7 +51,7 @@ SUMMARY=$OUT/summary.txt
 echo "--- make deb-check $(date -u '+%F %T') UTC, $DEB_RELEASE, steps: $STEPS" >> "$TIMES"
 
 ok=0; bad=0
-pgcommon_v() { dpkg-query -W -f='${Version}' postgresql-common 2>/dev/null || echo none; }
+pgcommon_v() { local v; v=$(dpkg-query -W -f='${db:Status-Abbrev}${Version}' postgresql-common 2>/dev/null || true); [ "${v:0:2}" = ii ] && echo "${v:3}" || echo none; }
 # the postgresql-common the packages bring (make deb builds sid's where the
 # release's is too old), or none: the release's stays
 REPO_PGC=
