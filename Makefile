@@ -6,12 +6,15 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check deb-source rebase help
+.PHONY: demo demo-stop check fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
 	@echo "make demo-stop stop the demo server"
 	@echo "make check     build (if needed), check the ABI (make abi) and run the test suites"
+	@echo "make fault-check  stock $(PG_VERSION) and the series with the data directory on a FUSE file system"
+	@echo "               that fails writes (EIO, ENOSPC), fsyncs and reads (EIO) of one table, per writer"
+	@echo "               and io_method (worker, io_uring, sync); root, /dev/fuse; ~6 min (scripts/fault-check.sh)"
 	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
 	@echo "make indent    run pgindent over the files the series changes (make check fails if it would change anything)"
 	@echo "make deps      install the Debian packages for everything, benchmarks included"
@@ -62,6 +65,13 @@ deps:
 check:
 	@bash $(SCRIPTS)/deps.sh
 	@bash $(SCRIPTS)/check.sh
+
+# Root only: root mounts faultfs (scripts/fault/faultfs.c) for the build
+# user; the servers and the test run as the build user.  Unmounts and stops
+# everything it started on any exit, ^C included.
+fault-check:
+	@bash $(SCRIPTS)/deps.sh --fault
+	@bash $(SCRIPTS)/fault-check.sh
 
 abi:
 	@bash $(SCRIPTS)/deps.sh

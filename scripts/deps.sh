@@ -8,10 +8,15 @@ PKGS="build-essential meson ninja-build bison flex pkg-config ccache perl
 libipc-run-perl libreadline-dev zlib1g-dev libicu-dev liblz4-dev libzstd-dev
 bzip2 xz-utils ca-certificates apt git fio gnuplot-nox python3
 libxml2-utils xsltproc docbook-xml abigail-tools liburing-dev
-e2fsprogs util-linux"
+e2fsprogs util-linux fuse3 libfuse3-dev"
 # fio, gnuplot, and mkfs.ext4 and losetup (bench_volume.py's loop device):
-# only for the benchmarks
-[ "${1:-}" = "--bench" ] || PKGS=$(echo $PKGS | tr ' ' '\n' | grep -vxE 'fio|gnuplot-nox|e2fsprogs|util-linux' | tr '\n' ' ')
+# only for the benchmarks (--bench: everything).  fuse3 and libfuse3-dev
+# (faultfs, scripts/fault-check.sh): only for make fault-check (--fault).
+case "${1:-}" in
+  --bench) ;;
+  --fault) PKGS=$(echo $PKGS | tr ' ' '\n' | grep -vxE 'fio|gnuplot-nox|e2fsprogs' | tr '\n' ' ');;
+  *) PKGS=$(echo $PKGS | tr ' ' '\n' | grep -vxE 'fio|gnuplot-nox|e2fsprogs|util-linux|fuse3|libfuse3-dev' | tr '\n' ' ');;
+esac
 
 missing=""
 for p in $PKGS; do
