@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume source deb deb-check deb-source rebase help
+.PHONY: demo demo-stop check fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -40,6 +40,9 @@ help:
 	@echo "               loop device throttled like a cloud disk (3000 IOPS, 125 MB/s; root,"
 	@echo "               cgroup v1 blkio), buffered and debug_io_direct, series vs upstream"
 	@echo "               (scripts/bench_volume.py, BENCH_VOLUME_* settings; BENCH_VOLUME_DIR: a real disk)"
+	@echo "make bench-ddl  pgbench (tps, p99) beside a TRUNCATE loop and a CREATE/INSERT/DROP loop,"
+	@echo "               and without them, series vs upstream, io_method worker; I/O workers' openat()"
+	@echo "               counted with perf as root (scripts/bench_ddl.py, BENCH_DDL_* settings)"
 	@echo "make deb       Debian packages for Debian 12 and 13 (DEB_RELEASES=\"bookworm trixie\"; the"
 	@echo "               other release in a chroot): Debian's postgresql-18 source package + the series"
 	@echo "               (version <debian-version>+sortedckptN~debR) and stock; apt repositories in"
@@ -124,6 +127,12 @@ bench-walpeak:
 bench-volume:
 	@bash $(SCRIPTS)/deps.sh --bench
 	@bash $(SCRIPTS)/bench.sh --volume
+
+# bench_ddl.py: as root it counts the server's openat() calls with perf; the
+# benchmark itself runs as the build user.
+bench-ddl:
+	@bash $(SCRIPTS)/deps.sh --bench
+	@bash $(SCRIPTS)/bench.sh --ddl
 
 # Debian packages for each release of DEB_RELEASES (scripts/deb-releases.sh
 # runs scripts/deb.sh here or in a chroot; DEBIAN.md).  Not run by .ci/run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`, `make bench-spread`, `make bench-walpeak` and
+# `make bench`, `make bench-spread`, `make bench-walpeak`, `make bench-ddl` and
 # `make bench-volume`: build
 # unpatched upstream and the patched release build from the same tarball,
 # then run on both the immediate-checkpoint benchmark (bench_immediate.py),
@@ -17,6 +17,9 @@
 # (bench_volume.py); as root, bench_volume.py itself runs as root: it sets
 # the volume up (losetup, mkfs, mount, blkio throttling), runs the benchmark
 # as the build user and tears the volume down.
+# With --ddl: pgbench beside TRUNCATE and CREATE/DROP loops (bench_ddl.py); as
+# root, bench_ddl.py runs as root to count the server's openat() calls with
+# perf, and runs the benchmark itself as the build user.
 # BENCH_BUILD=no: no build, the installations as they are (both must exist).
 . "$(dirname "$0")/lib.sh"
 
@@ -32,7 +35,8 @@ build_both() {
   "$TOP/scripts/build.sh" upstream
 }
 
-if [ "${1:-}" = "--volume" ]; then
+if [ "${1:-}" = "--volume" ] || [ "${1:-}" = "--ddl" ]; then
+  what=$1
   shift
   if [ "$(id -u)" = 0 ]; then
     ensure_builder
@@ -43,7 +47,7 @@ if [ "${1:-}" = "--volume" ]; then
   fi
   build_both        # build.sh runs as the build user
   export WORK PG_BUILDER="$BUILDER"
-  exec /usr/bin/python3 "$TOP/scripts/bench_volume.py" "$@"
+  exec /usr/bin/python3 "$TOP/scripts/bench_${what#--}.py" "$@"
 fi
 as_builder_reexec "$@"
 build_both

@@ -1,6 +1,6 @@
 """Shared pieces of the benchmarks (bench_immediate.py, bench_append.py,
 bench_flush.py, bench_cleanup.py, bench_spread.py, bench_walpeak.py,
-bench_volume.py, with volume_sampler.py and volume_stalls.py): the
+bench_volume.py, bench_ddl.py, with volume_sampler.py and volume_stalls.py): the
 settings from the environment (BENCH_*, listed in README.md, section
 Benchmarking), where the installations and the results are and which
 ports the clusters use, a PostgreSQL cluster (initdb, pg_ctl, psql and
@@ -178,9 +178,9 @@ def stamped_csv(name):
 # never collide with each other: bench_immediate.py +0.., bench_spread.py
 # +10/+11, bench_append.py +20.., bench_flush.py +30.., bench_cleanup.py +40..,
 # bench_walpeak.py +50.., bench_volume.py +60.. (and the shell scripts
-# bench_blocks_per_write.sh +70, bench_ab_same_cluster.sh +71)
+# bench_blocks_per_write.sh +70, bench_ab_same_cluster.sh +71), bench_ddl.py +80..
 PORT_OFFSET = {"immediate": 0, "spread": 10, "append": 20, "flush": 30, "cleanup": 40,
-               "walpeak": 50, "volume": 60}
+               "walpeak": 50, "volume": 60, "ddl": 80}
 
 
 def port(script, i=0):
