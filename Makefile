@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
+.PHONY: demo demo-stop check check-refs fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -15,6 +15,7 @@ help:
 	@echo "make fault-check  stock $(PG_VERSION) and the series with the data directory on a FUSE file system"
 	@echo "               that fails writes (EIO, ENOSPC), fsyncs and reads (EIO) of one table, per writer"
 	@echo "               and io_method (worker, io_uring, sync); root, /dev/fuse; ~6 min (scripts/fault-check.sh)"
+	@echo "make check-refs  the documents' cross-references, counts and citations hold (scripts/check-refs.py)"
 	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
 	@echo "make indent    run pgindent over the files the series changes (make check fails if it would change anything)"
 	@echo "make deps      install the Debian packages for everything, benchmarks included"
@@ -55,6 +56,9 @@ help:
 	@echo "make rebase VERSION=18.7-1 [TARBALL=file] [APPLY=1]  move the series to another release:"
 	@echo "               3-way merge of every patch, conflicts named; APPLY=1 updates UPSTREAM (scripts/rebase.sh)"
 	@echo "make help      this list"
+
+check-refs:
+	@python3 $(SCRIPTS)/check-refs.py
 
 demo:
 	@bash $(SCRIPTS)/demo.sh
