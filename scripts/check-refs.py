@@ -134,10 +134,11 @@ def check_bench_files(docs):
     short = []
     for n, text in docs.items():
         flat = re.sub(r"\s+", " ", text)
+        tail_re = r"(?:\.(?:txt|csv|png)|-[A-Za-z0-9_-]*\.(?:txt|csv|png))(?:\.gz)?"
         for m in re.finditer(r"([A-Za-z0-9_-]+)\.(?:txt|csv|png)((?:[ ,]+(?:and |or )?"
-                             r"-?[A-Za-z0-9_-]*\.(?:txt|csv|png)(?:\.gz)?)+)", flat):
+                             + tail_re + r")+)", flat):
             stem = m.group(1)
-            for tail in re.findall(r"(-?[A-Za-z0-9_-]*\.(?:txt|csv|png)(?:\.gz)?)", m.group(2)):
+            for tail in re.findall(tail_re, m.group(2)):
                 short.append((n, stem, tail))
     for f in files:
         if f == "README.md":
