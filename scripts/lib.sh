@@ -1,6 +1,7 @@
-# Sourced by the scripts in this directory.  Paths, the pinned upstream
-# version, and the rule that everything that builds or runs PostgreSQL runs as
-# an unprivileged user: initdb and the TAP harness refuse to run as root.
+# Sourced by the scripts in the folders beside it (build/, test/, bench/,
+# deb/, demo/; scripts/README).  Paths, the pinned upstream version, and the
+# rule that everything that builds or runs PostgreSQL runs as an
+# unprivileged user: initdb and the TAP harness refuse to run as root.
 set -euo pipefail
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,7 +29,7 @@ die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 # benchmarks; "upstream" is unpatched 18.6 with the same options as
 # "release", for side-by-side comparisons; "upstream-check" is unpatched 18.6
 # with exactly the options of "check": the baseline for the ABI check
-# (scripts/abi.sh compares debug info built the same way) and the stock
+# (scripts/test/abi.sh compares debug info built the same way) and the stock
 # server that mixed-version TAP tests run (PG_STOCK_INSTALL, see check.sh).
 build_config() {
   case "$1" in
