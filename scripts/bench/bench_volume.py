@@ -252,7 +252,8 @@ PGBENCH = benchlib.pgbench_args(CLIENTS, min(2, CLIENTS))
 WRITERS = {"client backend": "backend", "background writer": "bgwriter",
            "checkpointer": "ckpt"}
 FIELDS = (["run", "sb", "variant", "mean_tps", "median_tps", "p5_tps", "stall_s", "lat_p99_ms",
-           "lat_p999_ms", "lat_max_ms", "transactions", "checkpoints", "ckpt_write_s",
+           "lat_p999_ms", "lat_max_ms", "lat_p99_time_ms", "transactions", "checkpoints",
+           "ckpt_write_s",
            "ckpt_sync_s"] +
           [f"{p}_{k}" for p in WRITERS.values() for k in ("writes", "write_bytes")] +
           ["dev_write_mb_s", "dev_write_iops", "dev_read_mb_s", "cpu", "other_cpu"])
@@ -281,6 +282,23 @@ SMOOTH_TARGETS = (("stall seconds", "stall_s", "max <=", 0),
                   ("p99 latency", "lat_p99_ms", "ratio <=", 1.05),
                   ("longest transaction ms", "lat_max_ms", "max <", 500))
 SATURATED = 0.95    # a second when the device wrote >= this share of its IOPS limit
+
+
+def time_pct(lats, q):
+    """The latency below which the clients spent the share 'q' of their time
+    in transactions: each transaction weighs its own latency.  A percentile of
+    the transactions (benchlib.pct()) counts a transaction that waited out a
+    stall of seconds once, as one of the thousands that completed meanwhile
+    in a second without one; here it weighs what the clients waited."""
+    if not lats:
+        return None
+    lats = sorted(lats)
+    total, acc = sum(lats), 0.0
+    for x in lats:
+        acc += x
+        if acc >= q * total:
+            return x
+    return lats[-1]
 
 
 # ---------------------------------------------------------------- variants
@@ -1104,6 +1122,7 @@ def pgbench_run(c, variant, sb, rep, sample_out=None):
                lat_p99_ms=benchlib.round_or_none(benchlib.pct(lats, 0.99)),
                lat_p999_ms=benchlib.round_or_none(benchlib.pct(lats, 0.999)),
                lat_max_ms=benchlib.round_or_none(max(lats) if lats else None),
+               lat_p99_time_ms=benchlib.round_or_none(time_pct(lats, 0.99)),
                transactions=len(lats), checkpoints=len(times),
                ckpt_write_s=benchlib.round_or_none(benchlib.median_of([w for w, _ in times])),
                ckpt_sync_s=benchlib.round_or_none(benchlib.median_of([s for _, s in times])),
@@ -1301,7 +1320,7 @@ def pgbench_table(rows, header, samples=None):
         lines += benchlib.ruled(
             f"{'variant':{w}} {'mean tps by run':>{rw}} {'mean':>8} {'x upstr':>7} "
             f"{'x same':>6} {'median':>8} {'p5':>8} {'stall s':>7} {'p99 ms':>8} "
-            f"{'p99.9 ms':>9} {'max ms':>8}")
+            f"{'p99.9 ms':>9} {'max ms':>8} {'p99 t ms':>8}")
         for v in variants:
             rs = sorted((r for r in srows if r["variant"] == v), key=lambda r: r["run"])
             if not rs:
@@ -1316,13 +1335,14 @@ def pgbench_table(rows, header, samples=None):
                          f"{fmt(med(rs, 'p5_tps'), 1):>8} {fmt(med(rs, 'stall_s'), 0):>7} "
                          f"{fmt(med(rs, 'lat_p99_ms'), 1):>8} "
                          f"{fmt(med(rs, 'lat_p999_ms'), 1):>9} "
-                         f"{fmt(med(rs, 'lat_max_ms'), 1):>8}")
+                         f"{fmt(med(rs, 'lat_max_ms'), 1):>8} "
+                         f"{fmt(med([r for r in rs if 'lat_p99_time_ms' in r], 'lat_p99_time_ms'), 1):>8}")
         lines += ["", f"pgbench, shared_buffers {sb}: checkpoints and writes, medians"]
         lines += benchlib.ruled(
             f"{'variant':{w}} {'ckpts':>5} {'write s':>7} {'sync s':>7} "
             f"{'backend wr':>10} {'blk/wr':>6} {'bgwr wr':>8} {'blk/wr':>6} "
             f"{'ckpt wr':>8} {'blk/wr':>6} {'dev w MB/s':>10} {'dev w IOPS':>10} "
-            f"{'dev r MB/s':>10} {'other cpu':>9}")
+            f"{'dev w/tx':>8} {'dev r MB/s':>10} {'other cpu':>9}")
         for v in variants:
             rs = [r for r in srows if r["variant"] == v]
             if not rs:
@@ -1338,6 +1358,7 @@ def pgbench_table(rows, header, samples=None):
                          f"{fmt(med(rs, 'ckpt_sync_s'), 2):>7} "
                          f"{' '.join(io)} {fmt(med(rs, 'dev_write_mb_s'), 1):>10} "
                          f"{fmt(med(rs, 'dev_write_iops'), 0):>10} "
+                         f"{fmt(benchlib.median_of([benchlib.ratio(r['dev_write_iops'], r['mean_tps']) for r in rs]), 3):>8} "
                          f"{fmt(med(rs, 'dev_read_mb_s'), 1):>10} "
                          f"{fmt(med(rs, 'other_cpu'), 2):>9}")
         lines += smooth_verdict(srows, [x for x in samples or [] if x["sb"] == sb])
@@ -1363,11 +1384,13 @@ def pgbench_table(rows, header, samples=None):
                   f"seconds with tps below {STALL} x the run's median; x upstr = median of the "
                   f"ratios, within a run, of mean tps to upstream's (buffered); x same = to the "
                   f"upstream variant with the same settings; latencies of every transaction "
-                  f"(pgbench -l); ckpts = timed checkpoints started and completed in the run, "
+                  f"(pgbench -l); p99 t = the latency below which the clients spent 99% of "
+                  f"their time in transactions (each weighs its latency: a stall's few long "
+                  f"transactions weigh what they waited); ckpts = timed checkpoints started and completed in the run, "
                   f"write s and sync s = the median of theirs; wr = pg_stat_io writes (relation, "
                   f"context normal) in the run of the client backends, the background writer, the "
                   f"checkpointer, blk/wr = write_bytes / writes / 8192; dev = the device's writes "
-                  f"and reads (blkio statistics); other cpu = share of the machine's CPU used by "
+                  f"and reads (blkio statistics), dev w/tx = its writes per transaction; other cpu = share of the machine's CPU used by "
                   f"other processes than the server and pgbench"]
     return "\n".join(lines)
 
