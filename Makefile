@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check check-refs fault-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
+.PHONY: demo demo-stop check check-refs fault-check ha-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -15,6 +15,10 @@ help:
 	@echo "make fault-check  stock $(PG_VERSION) and the series with the data directory on a FUSE file system"
 	@echo "               that fails writes (EIO, ENOSPC), fsyncs and reads (EIO) of one table, per writer"
 	@echo "               and io_method (worker, io_uring, sync); root, /dev/fuse; ~6 min (scripts/test/fault-check.sh)"
+	@echo "make ha-check  three PostgreSQL nodes under Patroni (Debian's patroni, etcd): the series rolled"
+	@echo "               in and back (each replica, a switchover, the old primary; a failover with"
+	@echo "               pg_rewind; a node whose binaries do not start) under a write load, checked for"
+	@echo "               zero loss; root; ~2-3 min (scripts/test/ha-check.sh; HA_SERIES, HA_STOCK)"
 	@echo "make check-refs  the documents' cross-references, counts and citations hold (scripts/test/check-refs.py)"
 	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
 	@echo "make indent    run pgindent over the files the series changes (make check fails if it would change anything)"
@@ -79,6 +83,12 @@ check:
 fault-check:
 	@bash $(SCRIPTS)/build/deps.sh --fault
 	@bash $(SCRIPTS)/test/fault-check.sh
+
+# Root only: installs Debian's patroni and etcd (their services kept down),
+# then runs the cluster as the build user; stops everything it started on
+# any exit, ^C included (scripts/test/ha-check.sh, DEBIAN.md "Patroni").
+ha-check:
+	@bash $(SCRIPTS)/test/ha-check.sh
 
 abi:
 	@bash $(SCRIPTS)/build/deps.sh
