@@ -498,30 +498,25 @@ class Check:
                     out.append(f.read())
         return "".join(out)
 
+    def load_records(self, prefix):
+        """The fields of every complete line of the load's files whose names
+        start with prefix ("acked-": id, port, time, latency; "doubt-": id,
+        time, why), one list per line."""
+        d = f"{self.run}/load"
+        for name in os.listdir(d):
+            if name.startswith(prefix):
+                with open(f"{d}/{name}") as f:
+                    for line in f:
+                        if line.endswith("\n"):
+                            yield line.rstrip("\n").split("\t")
+
     def acked(self):
         """{id: (port, time)} of every acknowledged commit so far."""
-        res = {}
-        d = f"{self.run}/load"
-        for name in os.listdir(d):
-            if name.startswith("acked-"):
-                with open(f"{d}/{name}") as f:
-                    for line in f:
-                        if line.endswith("\n"):
-                            f = line.split("\t")
-                            res[int(f[0])] = (int(f[1]), float(f[2]))
-        return res
+        return {int(p[0]): (int(p[1]), float(p[2])) for p in self.load_records("acked-")}
 
     def doubt(self):
-        res = {}
-        d = f"{self.run}/load"
-        for name in os.listdir(d):
-            if name.startswith("doubt-"):
-                with open(f"{d}/{name}") as f:
-                    for line in f:
-                        if line.endswith("\n"):
-                            i, t, why = line.rstrip("\n").split("\t", 2)
-                            res[int(i)] = (float(t), why)
-        return res
+        """{id: (time, why)} of every commit whose outcome is unknown."""
+        return {int(p[0]): (float(p[1]), "\t".join(p[2:])) for p in self.load_records("doubt-")}
 
     def gap(self, t0, t1=None):
         """(acks, longest time without an ack) in [t0, t1]."""
@@ -1242,14 +1237,8 @@ class Check:
         acks = sorted((t, port, i) for i, (port, t) in self.acked().items() if i not in acked0)
         last_old = max((t for t, port, _ in acks if port == PG_PORT[ld]), default=None)
         first_new = min((t for t, port, _ in acks if port == PG_PORT[cand]), default=None)
-        lat = 0.0
-        for name in os.listdir(f"{self.run}/load"):
-            if name.startswith("acked-"):
-                with open(f"{self.run}/load/{name}") as f:
-                    for line in f:
-                        p = line.rstrip("\n").split("\t")
-                        if len(p) == 4 and float(p[2]) >= t_req:
-                            lat = max(lat, float(p[3]))
+        lat = max((float(p[3]) for p in self.load_records("acked-")
+                   if len(p) == 4 and float(p[2]) >= t_req), default=0.0)
 
         def rel(t):
             return round(t - t_req, 2) if t else None
