@@ -498,6 +498,16 @@ class Check:
                     out.append(f.read())
         return "".join(out)
 
+    def start_load(self):
+        """Starts the write load (two workers, RATE commits/s in all), which
+        reaches whichever node is the leader through a multi-host conninfo."""
+        conninfo = (f"host={HOST},{HOST},{HOST} port={PG_PORT['n1']},{PG_PORT['n2']},{PG_PORT['n3']} "
+                    f"dbname=postgres user=postgres target_session_attrs=read-write connect_timeout=2 "
+                    f"application_name=ha-load")
+        self.spawn("load", [sys.executable, os.path.abspath(__file__), "load", f"{self.run}/load", "2",
+                            str(RATE), conninfo], f"{self.run}/load/load.log")
+        self.load_t0 = time.time()
+
     def load_records(self, prefix):
         """The fields of every complete line of the load's files whose names
         start with prefix ("acked-": id, port, time, latency; "doubt-": id,
@@ -861,12 +871,7 @@ class Check:
                     ", ".join(f"{n} {m['role']} {m['state']}" for n, m in sorted(self.cluster().items())))
         if not ok:
             raise RuntimeError("replicas did not start: see their patroni.log")
-        conninfo = (f"host={HOST},{HOST},{HOST} port={PG_PORT['n1']},{PG_PORT['n2']},{PG_PORT['n3']} "
-                    f"dbname=postgres user=postgres target_session_attrs=read-write connect_timeout=2 "
-                    f"application_name=ha-load")
-        self.spawn("load", [sys.executable, os.path.abspath(__file__), "load", f"{self.run}/load", "2",
-                            str(RATE), conninfo], f"{self.run}/load/load.log")
-        self.load_t0 = time.time()
+        self.start_load()
         ok = self.wait(lambda: len(self.acked()) >= 20, 30, "the load's first 20 acks")
         self.result(f"load running ({RATE:g} commits/s, 2 workers)", ok, f"{len(self.acked())} acked")
         self.check_state({n: "stock" for n in NODES})
@@ -1143,12 +1148,7 @@ class Check:
             self.start_patroni(n)
         if not self.wait(lambda: self.healthy("n1"), 900, "replicas"):
             raise RuntimeError("replicas did not start")
-        conninfo = (f"host={HOST},{HOST},{HOST} port={PG_PORT['n1']},{PG_PORT['n2']},{PG_PORT['n3']} "
-                    f"dbname=postgres user=postgres target_session_attrs=read-write connect_timeout=2 "
-                    f"application_name=ha-load")
-        self.spawn("load", [sys.executable, os.path.abspath(__file__), "load", f"{self.run}/load", "2",
-                            str(RATE), conninfo], f"{self.run}/load/load.log")
-        self.load_t0 = time.time()
+        self.start_load()
         self.end()
         rows = []
         order = ["stock", "series"] * cycles
