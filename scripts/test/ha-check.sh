@@ -25,7 +25,8 @@
 # 3.0.2: ha_check.py, failover_rewind()), HA_KEEP=1 (keep the data
 # directories), HA_STOP_AFTER=N (stop after step N), HA_MEASURE=1 (the
 # switchover measurement on throttled loop devices instead of the
-# functional check: ha_check.py, measure(); not run yet).
+# functional check: ha_check.py, measure(); HA_MEASURE_SQL for another
+# dirty set; DEBIAN.md, "Patroni").
 #
 # Output: work/ha/run/ (summary.txt, results.tsv, load/, per node
 # patroni.log and pglog/postgresql.log).  Every exit (end, error, ^C,

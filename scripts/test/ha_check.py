@@ -1120,7 +1120,9 @@ class Check:
         trees (all nodes at once, patronictl restart), cycles alternating
         stock and series (HA_MEASURE_CYCLES per build, default 3).  Per
         cycle: a CHECKPOINT, HA_MEASURE_SECONDS (60) of pgbench -R
-        HA_MEASURE_TPS (300) on the leader (the same dirty set for both
+        HA_MEASURE_TPS (300) on the leader, or HA_MEASURE_SQL instead if set
+        (e.g. an UPDATE of a range of pgbench_accounts: a dirty set in
+        runs of consecutive blocks, as a bulk load leaves; the same dirty set for both
         builds), then a switchover under the load.  Recorded: the old
         leader's pre-switchover CHECKPOINT (Patroni's demote runs it while
         the primary still takes writes: buffers, write, sync, total) and its
@@ -1130,7 +1132,7 @@ class Check:
         one and the worst commit latency; request -> every replica
         streaming again.  Medians per build.  Patroni's own 1 s
         pg_controldata poll quantizes the totals; the CHECKPOINT's duration
-        is the sharp number.  Not run yet (see DEBIAN.md)."""
+        is the sharp number.  Results: bench-results/README.md, section 13."""
         cycles = int(env("HA_MEASURE_CYCLES", "3"))
         secs = int(env("HA_MEASURE_SECONDS", "60"))
         tps = int(env("HA_MEASURE_TPS", "300"))
@@ -1207,8 +1209,13 @@ class Check:
         c = self.cluster()
         ld, cand = self.leader(c), self.sync_standby(c)
         self.q(ld, "CHECKPOINT")
-        log(f"{build}: pgbench -R {tps} -T {secs} on {ld}")
-        self.pgbench(ld, "-c", "4", "-j", "2", "-R", str(tps), "-T", str(secs), "-n")
+        sql = env("HA_MEASURE_SQL", "")
+        if sql:
+            log(f"{build}: {sql} on {ld}")
+            self.q(ld, sql)
+        else:
+            log(f"{build}: pgbench -R {tps} -T {secs} on {ld}")
+            self.pgbench(ld, "-c", "4", "-j", "2", "-R", str(tps), "-T", str(secs), "-n")
         off = {n: self.pglog_size(n) for n in NODES}
         acked0 = set(self.acked())
         t_req = time.time()
