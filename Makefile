@@ -6,7 +6,7 @@
 SCRIPTS := scripts
 PG_VERSION := $(shell sed -n 's/^PG_VERSION=//p' UPSTREAM)
 
-.PHONY: demo demo-stop check check-refs fault-check ha-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
+.PHONY: demo demo-stop check check-refs each-patch fault-check ha-check abi indent deps tree export build build-release upstream upstream-check bench bench-spread bench-walpeak bench-volume bench-ddl source deb deb-check deb-source rebase help
 
 help:
 	@echo "make demo      build the patched server and run it on a demo workload"
@@ -19,6 +19,7 @@ help:
 	@echo "               in and back (each replica, a switchover, the old primary; a failover with"
 	@echo "               pg_rewind; a node whose binaries do not start) under a write load, checked for"
 	@echo "               zero loss; root; ~2-3 min (scripts/test/ha-check.sh; HA_SERIES, HA_STOCK)"
+	@echo "make each-patch  build each patch alone and run its own tests; ~1 h (scripts/test/each-patch.sh)"
 	@echo "make check-refs  the documents' cross-references, counts and citations hold (scripts/test/check-refs.py)"
 	@echo "make abi       check that the patched server keeps stock $(PG_VERSION)'s ABI (abidiff)"
 	@echo "make indent    run pgindent over the files the series changes (make check fails if it would change anything)"
@@ -89,6 +90,11 @@ fault-check:
 # any exit, ^C included (scripts/test/ha-check.sh, DEBIAN.md "Patroni").
 ha-check:
 	@bash $(SCRIPTS)/test/ha-check.sh
+
+# Every patch on its own: built, and its own tests run (about an hour).
+each-patch:
+	@bash $(SCRIPTS)/build/deps.sh
+	@bash $(SCRIPTS)/test/each-patch.sh
 
 abi:
 	@bash $(SCRIPTS)/build/deps.sh
