@@ -40,7 +40,8 @@ report=$EP/report.txt
 failed=0
 export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-360}
 
-# meson test names of the suites that run the test files a commit changed
+# meson test names (project:name, which selects every suite that runs the
+# test) of the test files a commit added or changed
 tests_for() {
   local c=$1 f base
   local -a names=()
@@ -48,13 +49,13 @@ tests_for() {
     case $f in
       */t/*.pl)
         base=$(basename "$f" .pl)
-        mapfile -t -O "${#names[@]}" names < <(grep -E "[ /]$base\$" "$EP/tests.list" || true)
+        mapfile -t -O "${#names[@]}" names < <(grep -E "/$base\$" "$EP/tests.list" || true)
         ;;
       contrib/pg_checkpoint_stats/sql/*|contrib/pg_checkpoint_stats/expected/*)
-        names+=("$(grep -E '^pg_checkpoint_stats - pg_checkpoint_stats/regress$' "$EP/tests.list" || true)")
+        names+=("$(grep -E '^pg_checkpoint_stats/regress$' "$EP/tests.list" || true)")
         ;;
       src/test/modules/test_checkpoint/sql/*|src/test/modules/test_checkpoint/expected/*)
-        names+=("$(grep -E '^test_checkpoint - test_checkpoint/regress$' "$EP/tests.list" || true)")
+        names+=("$(grep -E '^test_checkpoint/regress$' "$EP/tests.list" || true)")
         ;;
     esac
   done < <(git -C "$TREE" diff --name-only --diff-filter=AM "$c~1" "$c")
@@ -67,7 +68,8 @@ for c in "${commits[@]}"; do
   [ "$n" -ge "$FIRST" ] && [ "$n" -le "$LAST" ] || continue
   subj=$(git -C "$TREE" log -1 --format=%s "$c")
   msg "patch $n: $subj"
-  git -C "$WT" checkout -q --detach "$c"
+  git -C "$WT" checkout -q -f --detach "$c"
+  git -C "$WT" clean -fdq
   t0=$(date +%s)
   if [ ! -f "$BLD/build.ninja" ]; then
     # shellcheck disable=SC2086
@@ -84,18 +86,21 @@ for c in "${commits[@]}"; do
   changed=$(git -C "$TREE" diff --name-only "$c~1" "$c" -- '*.c' '*.h' | sed 's,.*/,,' | paste -sd'|')
   warn=0
   [ -z "$changed" ] || warn=$(grep -E "($changed):[0-9]+:[0-9]+: warning" "$EP/build-$n.log" | sort -u | wc -l || true)
-  /usr/bin/python3 /usr/bin/meson test -C "$BLD" --list 2>/dev/null >"$EP/tests.list"
-  mapfile -t setup < <(grep -E '^setup - ' "$EP/tests.list")
+  # "postgresql:suite / name" -> "name", one line per test
+  /usr/bin/python3 /usr/bin/meson test -C "$BLD" --no-rebuild --list 2>/dev/null |
+    sed -n 's,^[^:]*:[^/]* / ,,p' | sort -u >"$EP/tests.list"
+  mapfile -t setup < <(grep -E '^(tmp_install|install_test_files|initdb_cache)$' "$EP/tests.list")
   mapfile -t names < <(tests_for "$c")
   own=own
   if [ "${#names[@]}" = 0 ]; then
     own=existing
-    mapfile -t names < <(grep -E '^(regress - regress/regress|test_aio - test_aio/.*)$' "$EP/tests.list")
+    mapfile -t names < <(grep -E '^(regress/regress|test_aio/.*)$' "$EP/tests.list")
   fi
   t1=$(date +%s)
   set +e
   /usr/bin/python3 /usr/bin/meson test -C "$BLD" --no-rebuild --print-errorlogs \
-    --timeout-multiplier "${MESON_TIMEOUT_MULTIPLIER:-3}" "${setup[@]}" "${names[@]}" \
+    --timeout-multiplier "${MESON_TIMEOUT_MULTIPLIER:-3}" \
+    "${setup[@]/#/postgresql:}" "${names[@]/#/postgresql:}" \
     >"$EP/test-$n.log" 2>&1
   rc=$?
   set -e
@@ -104,7 +109,7 @@ for c in "${commits[@]}"; do
   to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$EP/test-$n.log" | tail -1)
   [ "$rc" = 0 ] || failed=1
   printf '%02d  build %4ss, %s warnings  %s tests (%s): %s ok, %s failed, %4ss  %s\n' \
-    "$n" "$tb" "$warn" "$own" "$(printf '%s\n' "${names[@]}" | sed 's/.* - //' | paste -sd' ')" \
+    "$n" "$tb" "$warn" "$own" "$(printf '%s\n' "${names[@]}" | sed 's,.*/,,' | paste -sd' ')" \
     "${ok:-0}" "$(( ${fl:-0} + ${to:-0} ))" "$(( $(date +%s) - t1 ))" "$subj" | tee -a "$report"
 done
 git -C "$WT" checkout -q --detach "$UPSTREAM_TAG"
