@@ -35,6 +35,14 @@ fi
 mapfile -t commits < <(git -C "$TREE" rev-list --reverse "$UPSTREAM_TAG..main")
 [ "${#commits[@]}" -gt 0 ] || die "no patches on $UPSTREAM_TAG in $TREE"
 
+# checkpoint's 005_mixed_version.pl runs stock 18.6 from here (check.sh does
+# the same)
+"$TOP/scripts/build/build.sh" upstream-check
+build_config upstream-check
+export PG_STOCK_INSTALL=$PREFIX
+build_config check
+BLD=$EP/build
+
 report=$EP/report.txt
 : >"$report"
 failed=0
