@@ -43,8 +43,9 @@ export PG_STOCK_INSTALL=$PREFIX
 build_config check
 BLD=$EP/build
 
+# One line per patch, "NN  ..."; a run over a range replaces those lines.
 report=$EP/report.txt
-: >"$report"
+if [ "$FIRST" = 1 ] && [ "$LAST" = 999 ]; then : >"$report"; else touch "$report"; fi
 failed=0
 export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-360}
 
@@ -74,6 +75,7 @@ n=0
 for c in "${commits[@]}"; do
   n=$((n + 1))
   [ "$n" -ge "$FIRST" ] && [ "$n" -le "$LAST" ] || continue
+  sed -i "/^$(printf %02d "$n")  /d" "$report"
   subj=$(git -C "$TREE" log -1 --format=%s "$c")
   msg "patch $n: $subj"
   git -C "$WT" checkout -q -f --detach "$c"
@@ -117,9 +119,11 @@ for c in "${commits[@]}"; do
   to=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$EP/test-$n.log" | tail -1)
   [ "$rc" = 0 ] || failed=1
   printf '%02d  build %4ss, %s warnings  %s tests (%s): %s ok, %s failed, %4ss  %s\n' \
-    "$n" "$tb" "$warn" "$own" "$(printf '%s\n' "${names[@]}" | sed 's,.*/,,' | paste -sd' ')" \
+    "$n" "$tb" "$warn" "$own" "$(printf '%s\n' "${names[@]}" | sed 's,^\([^/]*\)/regress$,\1/regress,; s,^[^/]*/\([^/]*[0-9]_[^/]*\)$,\1,' |
+      sort | uniq -c | awk '{print $2 ($1 > 1 ? " x" $1 : "")}' | paste -sd' ')" \
     "${ok:-0}" "$(( ${fl:-0} + ${to:-0} ))" "$(( $(date +%s) - t1 ))" "$subj" | tee -a "$report"
 done
 git -C "$WT" checkout -q --detach "$UPSTREAM_TAG"
+sort -o "$report" "$report"
 echo "report: $report"
 exit "$failed"
